@@ -1,0 +1,129 @@
+// The network IR of a configuration (layers with shapes, torchvision's ResNet structure) and its
+// analytic features in closed form.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "carb/space.hpp"
+
+namespace carb {
+
+/// Layer types of the IR; one IR layer is one torchvision module (one eager kernel).
+enum class LayerKind { kConv, kBatchNorm, kRelu, kAdd, kMaxPool, kGlobalAvgPool, kFullyConnected };
+inline constexpr int kLayerKindCount = 7;
+std::string_view to_string(LayerKind kind);
+
+/// An NCHW tensor shape.
+struct Shape {
+  int n = 0, c = 0, h = 0, w = 0;
+  std::int64_t elements() const {
+    return static_cast<std::int64_t>(n) * c * h * w;
+  }
+  bool operator==(const Shape& other) const = default;
+};
+
+/// One layer. Tensors are numbered; tensor 0 is the network input.
+struct Layer {
+  LayerKind kind = LayerKind::kConv;
+  int stage = -1;         ///< 0-based stage, or -1 for the stem and the head
+  int block = -1;         ///< 0-based block within the stage, or -1
+  const char* role = "";  ///< torchvision's module name within its parent, e.g. "conv2"
+  std::array<int, 2> inputs = {-1, -1};  ///< input tensor ids (the second only for add)
+  int output = -1;                       ///< output tensor id
+  int kernel = 0;                        ///< conv/pool window (square)
+  int stride = 1;
+  int padding = 0;
+  bool bias = false;  ///< conv/fc bias (only fc has one in a ResNet)
+  /// Whether an inference engine writes the output over input 0 (folded batch-norm, ReLU, add).
+  bool in_place = false;
+  std::int64_t params = 0;  ///< learnable parameters
+  std::int64_t macs = 0;    ///< multiply-accumulates of the whole batch
+
+  int input_count() const { return inputs[1] >= 0 ? 2 : (inputs[0] >= 0 ? 1 : 0); }
+};
+
+/// torchvision's module path of a layer, e.g. "layer2.0.downsample.0", "fc".
+std::string layer_name(const Layer& layer);
+
+/// A configuration's network: tensors and layers in execution order (torchvision's forward()).
+struct Network {
+  Config config;
+  std::vector<Shape> tensors;
+  std::vector<Layer> layers;
+  int input = 0;
+  int output = 0;
+};
+
+/// Builds the network of a configuration; throws carb::Error (input) when it cannot be built.
+Network build_network(const Config& config);
+
+/// Layer counts by kind.
+struct LayerCounts {
+  std::array<int, kLayerKindCount> by_kind{};
+  int operator[](LayerKind kind) const { return by_kind[static_cast<std::size_t>(kind)]; }
+  int total() const;
+};
+
+/// Analytic features of a configuration, for one forward pass of the whole batch.
+struct Features {
+  std::int64_t params = 0;       ///< learnable parameters (conv weights, batch-norm affine, fc)
+  std::int64_t macs = 0;         ///< multiply-accumulates of conv and fc layers, whole batch
+  std::int64_t flops = 0;        ///< 2 x macs
+  std::int64_t param_bytes = 0;  ///< params x element bytes of the precision
+  /// Bytes of every conv and fc output (fvcore's and timm's activation convention), whole batch.
+  std::int64_t activation_bytes = 0;
+  /// Largest sum of live activation buffers in execution order, input included, for an engine
+  /// that folds batch-norm and runs ReLU and add in place (docs/features.md).
+  std::int64_t peak_activation_bytes = 0;
+  double arithmetic_intensity = 0;  ///< flops / (param_bytes + activation_bytes), FLOP per byte
+  LayerCounts layer_counts;
+  int widest_channels = 0;  ///< most output channels of any conv layer
+  int kernel_launches = 0;  ///< one per IR layer, as PyTorch eager launches them
+};
+
+/// Features of a built network.
+Features compute_features(const Network& network);
+
+/// A device for the roofline model.
+struct RooflineDevice {
+  double peak_flops_per_s = 0;       ///< peak arithmetic throughput, FLOP/s
+  double bandwidth_bytes_per_s = 0;  ///< memory bandwidth, B/s
+};
+
+/// Parses "TFLOPS:GBPS" (e.g. "67:3350"); throws carb::Error (usage) on bad text.
+RooflineDevice parse_roofline_device(std::string_view text);
+
+/// Roofline time of a network, ms: the sum over layers of max(FLOPs / peak, bytes / bandwidth),
+/// each layer reading its inputs and weights and writing its output (eager execution).
+double roofline_ms(const Network& network, const RooflineDevice& device);
+
+/// Features of a space's points by index, fast: everything that depends only on the
+/// architecture and resolution is computed once per (architecture, resolution) pair and scaled
+/// by batch and precision. Not thread-safe (it caches).
+class SpaceFeatures {
+ public:
+  explicit SpaceFeatures(const Space& space);
+  ~SpaceFeatures();
+  SpaceFeatures(const SpaceFeatures&) = delete;
+  SpaceFeatures& operator=(const SpaceFeatures&) = delete;
+
+  /// Features of the point at `index`.
+  Features at(std::uint64_t index);
+  /// Empty when the point meets every constraint of the space, else the first one it breaks.
+  std::string violated_constraint(std::uint64_t index);
+
+ private:
+  struct Cache;
+  const Space& space_;
+  std::unique_ptr<Cache> cache_;
+};
+
+/// The value of a feature by its spec/CSV name ("params", "macs", ...); nullopt if unknown.
+std::optional<double> feature_value(const Features& features, std::string_view name);
+
+}  // namespace carb

@@ -1,0 +1,35 @@
+// carb's entry point: the only place that catches errors and turns them into exit codes.
+#include <CLI/CLI.hpp>
+#include <iostream>
+
+#include "carb/error.hpp"
+#include "carb/version.hpp"
+#include "verbs.hpp"
+
+int main(int argc, char** argv) {
+  CLI::App app{"carb: predict and screen the inference cost (energy, latency, peak memory) of "
+               "CNN design spaces, and measure it on real hardware"};
+  app.set_version_flag("--version", std::string("carb ") + carb::kVersion + " (" +
+                                        carb::kGitCommit + ")");
+  app.require_subcommand(1);
+  carb::cli::add_space_verb(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::Success& success) {
+    return app.exit(success);
+  } catch (const CLI::Error& error) {
+    std::cerr << "carb: error: " << error.what() << "\n";
+    if (error.get_name() == "RequiredError" || error.get_name() == "CallForHelp" ||
+        error.get_name() == "CallForAllHelp") {
+      std::cerr << "run 'carb --help' or 'carb <verb> --help' for usage\n";
+    }
+    return 2;
+  } catch (const carb::Error& error) {
+    std::cerr << "carb: error: " << error.what() << "\n";
+    return error.exit_code();
+  } catch (const std::exception& error) {
+    std::cerr << "carb: internal error: " << error.what() << "\n";
+    return 1;
+  }
+  return 0;
+}

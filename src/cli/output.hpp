@@ -1,0 +1,36 @@
+// Tabular output for humans (aligned table) and tools (CSV, JSON), streamed row by row so a
+// million-row listing never sits in memory.
+#pragma once
+
+#include <cstdint>
+#include <iosfwd>
+#include <memory>
+#include <string>
+#include <variant>
+#include <vector>
+
+namespace carb::cli {
+
+/// One cell: text, an integer, a real number or a boolean.
+using Cell = std::variant<std::string, std::int64_t, double, bool>;
+
+enum class Format { kTable, kCsv, kJson };
+
+/// Parses "table", "csv" or "json"; throws carb::Error (usage) otherwise.
+Format parse_format(const std::string& text);
+
+/// Writes rows with fixed columns in one format. Call finish() once at the end.
+class RowWriter {
+ public:
+  virtual ~RowWriter() = default;
+  virtual void row(const std::vector<Cell>& cells) = 0;
+  virtual void finish() = 0;
+};
+
+std::unique_ptr<RowWriter> make_row_writer(Format format, std::vector<std::string> columns,
+                                           std::ostream& out);
+
+/// A cell's text as the table and CSV show it (reals with up to 6 significant digits).
+std::string cell_text(const Cell& cell);
+
+}  // namespace carb::cli

@@ -1,0 +1,246 @@
+// carb space count|list|show|features
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "carb/error.hpp"
+#include "carb/graph.hpp"
+#include "carb/space.hpp"
+#include "output.hpp"
+#include "verbs.hpp"
+
+namespace carb::cli {
+
+namespace {
+
+struct SpaceOptions {
+  std::string spec;
+  std::uint64_t sample = 0;
+  std::uint64_t seed = 0;
+  std::string sampling = "random";
+  std::string format = "table";
+  std::string roofline;
+  std::string key;
+  bool layers = false;
+};
+
+void add_spec_options(CLI::App& command, SpaceOptions& options, bool sampling) {
+  command.add_option("--spec", options.spec, "design-space spec (YAML)")->required();
+  if (sampling) {
+    command.add_option("--sample", options.sample,
+                       "take N configurations instead of walking the whole space");
+    command.add_option("--seed", options.seed, "seed of the sample (default 0)");
+    command.add_option("--sampling", options.sampling,
+                       "random (uniform) or stratified (every knob's values balanced)")
+        ->check(CLI::IsMember({"random", "stratified"}));
+  }
+  command.add_option("--format", options.format, "table, csv or json")
+      ->check(CLI::IsMember({"table", "csv", "json"}));
+}
+
+// Calls `visit(index)` for every selected point that meets the space's constraints: the sample
+// when one was asked for, otherwise the whole space in index order (streamed).
+template <typename Visit>
+void for_each_selected(const Space& space, SpaceFeatures& features, const SpaceOptions& options,
+                       Visit visit) {
+  const bool constrained = !space.constraints().empty();
+  auto accept = [&](std::uint64_t index) { return features.violated_constraint(index).empty(); };
+  if (options.sample == 0) {
+    for (std::uint64_t index = 0; index < space.size(); ++index) {
+      if (!constrained || accept(index)) visit(index);
+    }
+    return;
+  }
+  const IndexFilter filter = constrained ? IndexFilter(accept) : IndexFilter();
+  const auto indices = options.sampling == "stratified"
+                           ? sample_stratified(space, options.sample, options.seed, filter)
+                           : sample_random(space, options.sample, options.seed, filter);
+  if (indices.size() < options.sample) {
+    std::cerr << "carb: note: the space has only " << indices.size()
+              << " configurations that meet its constraints; taking all of them\n";
+  }
+  for (std::uint64_t index : indices) visit(index);
+}
+
+std::string join_ints(const std::vector<int>& values) {
+  std::string text;
+  for (int value : values) text += (text.empty() ? "" : ".") + std::to_string(value);
+  return text;
+}
+
+std::vector<std::string> config_columns() {
+  return {"key", "block", "depth", "width", "early_downsample", "resolution", "batch", "precision"};
+}
+
+std::vector<Cell> config_cells(const Config& config) {
+  return {to_key(config),
+          std::string(to_string(config.block)),
+          std::int64_t{config.depth()},
+          config.width_multiplier,
+          config.early_downsample,
+          std::int64_t{config.resolution},
+          std::int64_t{config.batch},
+          std::string(to_string(config.precision))};
+}
+
+std::vector<std::string> feature_columns(bool roofline) {
+  std::vector<std::string> columns = config_columns();
+  for (const char* name :
+       {"params", "macs", "flops", "param_bytes", "activation_bytes", "peak_activation_bytes",
+        "arithmetic_intensity", "stage_blocks", "stage_widths", "classes", "widest_channels",
+        "kernel_launches", "conv_layers", "batch_norm_layers", "relu_layers", "add_layers",
+        "max_pool_layers", "avg_pool_layers", "fc_layers"}) {
+    columns.emplace_back(name);
+  }
+  if (roofline) columns.emplace_back("roofline_ms");
+  return columns;
+}
+
+std::vector<Cell> feature_cells(const Config& config, const Features& features,
+                                const std::optional<RooflineDevice>& roofline) {
+  std::vector<Cell> cells = config_cells(config);
+  for (std::int64_t value : {features.params, features.macs, features.flops, features.param_bytes,
+                             features.activation_bytes, features.peak_activation_bytes}) {
+    cells.emplace_back(value);
+  }
+  cells.emplace_back(features.arithmetic_intensity);
+  cells.emplace_back(join_ints(config.stage_blocks));
+  cells.emplace_back(join_ints(config.stage_widths));
+  cells.emplace_back(std::int64_t{config.classes});
+  cells.emplace_back(std::int64_t{features.widest_channels});
+  cells.emplace_back(std::int64_t{features.kernel_launches});
+  for (int kind = 0; kind < kLayerKindCount; ++kind) {
+    cells.emplace_back(std::int64_t{features.layer_counts.by_kind[static_cast<std::size_t>(kind)]});
+  }
+  if (roofline) cells.emplace_back(roofline_ms(build_network(config), *roofline));
+  return cells;
+}
+
+std::optional<RooflineDevice> roofline_of(const SpaceOptions& options) {
+  if (options.roofline.empty()) return std::nullopt;
+  return parse_roofline_device(options.roofline);
+}
+
+void run_count(const SpaceOptions& options) {
+  const Space space = Space::from_file(options.spec);
+  SpaceFeatures features(space);
+  std::uint64_t valid = space.size();
+  if (!space.constraints().empty()) {
+    valid = 0;
+    for (std::uint64_t index = 0; index < space.size(); ++index) {
+      if (features.violated_constraint(index).empty()) ++valid;
+    }
+  }
+  std::string constraints;
+  for (const auto& constraint : space.constraints()) {
+    constraints += (constraints.empty() ? "max_" : ", max_") + constraint.feature + "=" +
+                   cell_text(constraint.max_value);
+  }
+  auto writer = make_row_writer(parse_format(options.format),
+                                {"space", "grid_points", "constraints", "points"}, std::cout);
+  writer->row({space.name(), static_cast<std::int64_t>(space.size()),
+               constraints.empty() ? std::string("none") : constraints,
+               static_cast<std::int64_t>(valid)});
+  writer->finish();
+}
+
+void run_list(const SpaceOptions& options) {
+  const Space space = Space::from_file(options.spec);
+  SpaceFeatures features(space);
+  std::vector<std::string> columns = config_columns();
+  columns.emplace_back("index");
+  auto writer = make_row_writer(parse_format(options.format), columns, std::cout);
+  for_each_selected(space, features, options, [&](std::uint64_t index) {
+    std::vector<Cell> cells = config_cells(space.at(index));
+    cells.emplace_back(static_cast<std::int64_t>(index));
+    writer->row(cells);
+  });
+  writer->finish();
+}
+
+void run_features(const SpaceOptions& options) {
+  const Space space = Space::from_file(options.spec);
+  const auto roofline = roofline_of(options);
+  SpaceFeatures features(space);
+  std::vector<std::string> columns = feature_columns(roofline.has_value());
+  columns.emplace_back("index");
+  auto writer = make_row_writer(parse_format(options.format), columns, std::cout);
+  for_each_selected(space, features, options, [&](std::uint64_t index) {
+    std::vector<Cell> cells = feature_cells(space.at(index), features.at(index), roofline);
+    cells.emplace_back(static_cast<std::int64_t>(index));
+    writer->row(cells);
+  });
+  writer->finish();
+}
+
+void run_show(const SpaceOptions& options) {
+  const Config config = parse_key(options.key);
+  const auto roofline = roofline_of(options);
+  const Network network = build_network(config);
+  const Features features = compute_features(network);
+  const Format format = parse_format(options.format);
+  if (!options.layers) {
+    auto writer = make_row_writer(format, feature_columns(roofline.has_value()), std::cout);
+    writer->row(feature_cells(config, features, roofline));
+    writer->finish();
+    return;
+  }
+  auto writer = make_row_writer(
+      format,
+      {"layer", "kind", "input_shape", "output_shape", "kernel", "stride", "padding", "params",
+       "macs", "in_place"},
+      std::cout);
+  auto shape_text = [](const Shape& shape) {
+    return std::to_string(shape.n) + "x" + std::to_string(shape.c) + "x" +
+           std::to_string(shape.h) + "x" + std::to_string(shape.w);
+  };
+  for (const Layer& layer : network.layers) {
+    std::string inputs;
+    for (int k = 0; k < layer.input_count(); ++k) {
+      inputs += (k > 0 ? "+" : "") +
+                shape_text(network.tensors[static_cast<std::size_t>(layer.inputs[k])]);
+    }
+    writer->row({layer_name(layer), std::string(to_string(layer.kind)), inputs,
+                 shape_text(network.tensors[static_cast<std::size_t>(layer.output)]),
+                 std::int64_t{layer.kernel}, std::int64_t{layer.stride},
+                 std::int64_t{layer.padding}, layer.params, layer.macs, layer.in_place});
+  }
+  writer->finish();
+}
+
+}  // namespace
+
+void add_space_verb(CLI::App& app) {
+  auto options = std::make_shared<SpaceOptions>();
+  CLI::App* space = app.add_subcommand("space", "count, list, show and compute features of "
+                                                "design spaces (no hardware needed)");
+  space->require_subcommand(1);
+
+  CLI::App* count = space->add_subcommand("count", "number of configurations of a spec");
+  add_spec_options(*count, *options, false);
+  count->callback([options] { run_count(*options); });
+
+  CLI::App* list = space->add_subcommand("list", "the configurations of a spec (or a sample)");
+  add_spec_options(*list, *options, true);
+  list->callback([options] { run_list(*options); });
+
+  CLI::App* show = space->add_subcommand("show", "one configuration by key: features or layers");
+  show->add_option("key", options->key, "configuration key, e.g. basic18_w1_ds_r224_b1_fp32")
+      ->required();
+  show->add_flag("--layers", options->layers, "print the layer table instead of the features");
+  show->add_option("--roofline", options->roofline,
+                   "add a roofline time for a device given as TFLOPS:GBPS, e.g. 67:3350");
+  show->add_option("--format", options->format, "table, csv or json")
+      ->check(CLI::IsMember({"table", "csv", "json"}));
+  show->callback([options] { run_show(*options); });
+
+  CLI::App* features = space->add_subcommand(
+      "features", "analytic features (MACs, FLOPs, params, bytes, ...) of a spec's points");
+  add_spec_options(*features, *options, true);
+  features->add_option("--roofline", options->roofline,
+                       "add a roofline time for a device given as TFLOPS:GBPS, e.g. 67:3350");
+  features->callback([options] { run_features(*options); });
+}
+
+}  // namespace carb::cli

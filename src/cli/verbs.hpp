@@ -1,0 +1,10 @@
+// Each verb registers its subcommand on the root CLI11 app; its callback does the work.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace carb::cli {
+
+void add_space_verb(CLI::App& app);
+
+}  // namespace carb::cli

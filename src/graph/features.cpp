@@ -1,0 +1,231 @@
+// Analytic features in closed form, the roofline model, and the cached per-space evaluator.
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <optional>
+#include <unordered_map>
+
+#include "carb/error.hpp"
+#include "carb/graph.hpp"
+
+namespace carb {
+
+int LayerCounts::total() const {
+  int sum = 0;
+  for (int count : by_kind) sum += count;
+  return sum;
+}
+
+namespace {
+
+// Everything about a network that does not depend on the element size, as element counts for
+// the network's own batch.
+struct Profile {
+  std::int64_t params = 0;
+  std::int64_t macs = 0;
+  std::int64_t activation_elements = 0;
+  std::int64_t peak_activation_elements = 0;
+  LayerCounts layer_counts;
+  int widest_channels = 0;
+};
+
+std::int64_t peak_live_elements(const Network& network) {
+  const std::size_t tensor_count = network.tensors.size();
+  // Each tensor lives in a buffer; in-place layers write into their first input's buffer.
+  std::vector<int> buffer_of(tensor_count);
+  for (std::size_t t = 0; t < tensor_count; ++t) buffer_of[t] = static_cast<int>(t);
+  for (const Layer& layer : network.layers) {
+    if (layer.in_place) {
+      buffer_of[static_cast<std::size_t>(layer.output)] =
+          buffer_of[static_cast<std::size_t>(layer.inputs[0])];
+    }
+  }
+  const int never = static_cast<int>(network.layers.size());
+  std::vector<int> last_use(tensor_count, -1);
+  for (std::size_t i = 0; i < network.layers.size(); ++i) {
+    const Layer& layer = network.layers[i];
+    for (int k = 0; k < layer.input_count(); ++k) {
+      last_use[static_cast<std::size_t>(
+          buffer_of[static_cast<std::size_t>(layer.inputs[static_cast<std::size_t>(k)])])] =
+          static_cast<int>(i);
+    }
+  }
+  last_use[static_cast<std::size_t>(buffer_of[static_cast<std::size_t>(network.output)])] = never;
+
+  std::int64_t live = network.tensors[static_cast<std::size_t>(network.input)].elements();
+  std::int64_t peak = live;
+  for (std::size_t i = 0; i < network.layers.size(); ++i) {
+    const Layer& layer = network.layers[i];
+    if (!layer.in_place) live += network.tensors[static_cast<std::size_t>(layer.output)].elements();
+    peak = std::max(peak, live);
+    for (int k = 0; k < layer.input_count(); ++k) {
+      const int buffer =
+          buffer_of[static_cast<std::size_t>(layer.inputs[static_cast<std::size_t>(k)])];
+      const bool written_here = layer.in_place && k == 0;
+      if (!written_here && last_use[static_cast<std::size_t>(buffer)] == static_cast<int>(i)) {
+        live -= network.tensors[static_cast<std::size_t>(buffer)].elements();
+        last_use[static_cast<std::size_t>(buffer)] = -1;  // freed once
+      }
+    }
+  }
+  return peak;
+}
+
+Profile profile_of(const Network& network) {
+  Profile profile;
+  for (const Layer& layer : network.layers) {
+    profile.params += layer.params;
+    profile.macs += layer.macs;
+    ++profile.layer_counts.by_kind[static_cast<std::size_t>(layer.kind)];
+    const Shape& out = network.tensors[static_cast<std::size_t>(layer.output)];
+    if (layer.kind == LayerKind::kConv) {
+      profile.widest_channels = std::max(profile.widest_channels, out.c);
+    }
+    if (layer.kind == LayerKind::kConv || layer.kind == LayerKind::kFullyConnected) {
+      profile.activation_elements += out.elements();
+    }
+  }
+  profile.peak_activation_elements = peak_live_elements(network);
+  return profile;
+}
+
+// Features of `batch_scale` copies of a profiled network at `precision`.
+Features scale(const Profile& profile, std::int64_t batch_scale, Precision precision) {
+  const std::int64_t bytes = element_bytes(precision);
+  Features features;
+  features.params = profile.params;
+  features.macs = profile.macs * batch_scale;
+  features.flops = 2 * features.macs;
+  features.param_bytes = profile.params * bytes;
+  features.activation_bytes = profile.activation_elements * batch_scale * bytes;
+  features.peak_activation_bytes = profile.peak_activation_elements * batch_scale * bytes;
+  features.arithmetic_intensity =
+      static_cast<double>(features.flops) /
+      static_cast<double>(features.param_bytes + features.activation_bytes);
+  features.layer_counts = profile.layer_counts;
+  features.widest_channels = profile.widest_channels;
+  features.kernel_launches = profile.layer_counts.total();
+  return features;
+}
+
+}  // namespace
+
+Features compute_features(const Network& network) {
+  return scale(profile_of(network), 1, network.config.precision);
+}
+
+RooflineDevice parse_roofline_device(std::string_view text) {
+  const std::size_t colon = text.find(':');
+  double tflops = 0;
+  double gbps = 0;
+  bool ok = colon != std::string_view::npos;
+  if (ok) {
+    auto [end1, ec1] = std::from_chars(text.data(), text.data() + colon, tflops);
+    auto [end2, ec2] = std::from_chars(text.data() + colon + 1, text.data() + text.size(), gbps);
+    ok = ec1 == std::errc() && end1 == text.data() + colon && ec2 == std::errc() &&
+         end2 == text.data() + text.size() && tflops > 0 && gbps > 0 && std::isfinite(tflops) &&
+         std::isfinite(gbps);
+  }
+  if (!ok) {
+    throw Error(ErrorCategory::kUsage, "roofline device '" + std::string(text) +
+                                           "': expected TFLOPS:GBPS with both > 0, e.g. 67:3350");
+  }
+  return {tflops * 1e12, gbps * 1e9};
+}
+
+double roofline_ms(const Network& network, const RooflineDevice& device) {
+  const double bytes_per_element = element_bytes(network.config.precision);
+  double seconds = 0;
+  for (const Layer& layer : network.layers) {
+    double elements = static_cast<double>(
+        network.tensors[static_cast<std::size_t>(layer.output)].elements() + layer.params);
+    for (int k = 0; k < layer.input_count(); ++k) {
+      elements += static_cast<double>(
+          network.tensors[static_cast<std::size_t>(layer.inputs[static_cast<std::size_t>(k)])]
+              .elements());
+    }
+    const double compute_s = 2.0 * static_cast<double>(layer.macs) / device.peak_flops_per_s;
+    const double memory_s = elements * bytes_per_element / device.bandwidth_bytes_per_s;
+    seconds += std::max(compute_s, memory_s);
+  }
+  return seconds * 1e3;
+}
+
+std::optional<double> feature_value(const Features& features, std::string_view name) {
+  if (name == "params") return static_cast<double>(features.params);
+  if (name == "macs") return static_cast<double>(features.macs);
+  if (name == "flops") return static_cast<double>(features.flops);
+  if (name == "param_bytes") return static_cast<double>(features.param_bytes);
+  if (name == "activation_bytes") return static_cast<double>(features.activation_bytes);
+  if (name == "peak_activation_bytes") return static_cast<double>(features.peak_activation_bytes);
+  if (name == "arithmetic_intensity") return features.arithmetic_intensity;
+  return std::nullopt;
+}
+
+// Profiles per (architecture, resolution) pair: a dense table when the space has few enough
+// pairs, otherwise a hash map that is cleared when it grows past its cap (bounded memory).
+struct SpaceFeatures::Cache {
+  static constexpr std::uint64_t kDenseLimit = 1u << 21;
+  static constexpr std::size_t kMapCap = 1u << 20;
+  std::vector<std::optional<Profile>> dense;
+  std::unordered_map<std::uint64_t, Profile> sparse;
+  std::uint64_t groups = 0;
+  std::size_t batch_axis = 0;
+  std::size_t precision_axis = 0;
+};
+
+SpaceFeatures::SpaceFeatures(const Space& space) : space_(space), cache_(std::make_unique<Cache>()) {
+  cache_->groups = space.size() / space.points_per_architecture_resolution();
+  if (cache_->groups <= Cache::kDenseLimit) cache_->dense.resize(cache_->groups);
+  cache_->precision_axis = space.axes().size() - 1;
+  cache_->batch_axis = space.axes().size() - 2;
+  CARB_CHECK(space.axes()[cache_->precision_axis].knob == Knob::kPrecision &&
+                 space.axes()[cache_->batch_axis].knob == Knob::kBatch,
+             "batch and precision must be the last axes");
+}
+
+SpaceFeatures::~SpaceFeatures() = default;
+
+Features SpaceFeatures::at(std::uint64_t index) {
+  const std::uint64_t per_group = space_.points_per_architecture_resolution();
+  const std::uint64_t group = index / per_group;
+  const std::uint64_t within = index % per_group;
+  const Axis& precision_axis = space_.axes()[cache_->precision_axis];
+  const Axis& batch_axis = space_.axes()[cache_->batch_axis];
+  const std::uint64_t precisions = precision_axis.values.size();
+  const auto precision = static_cast<Precision>(static_cast<int>(precision_axis.values[within % precisions]));
+  const auto batch = static_cast<std::int64_t>(batch_axis.values[within / precisions]);
+
+  const Profile* profile = nullptr;
+  auto compute = [&]() {
+    Config config = space_.at(group * per_group);
+    config.batch = 1;
+    return profile_of(build_network(config));
+  };
+  if (!cache_->dense.empty()) {
+    auto& slot = cache_->dense[group];
+    if (!slot) slot = compute();
+    profile = &*slot;
+  } else {
+    auto found = cache_->sparse.find(group);
+    if (found == cache_->sparse.end()) {
+      if (cache_->sparse.size() >= Cache::kMapCap) cache_->sparse.clear();
+      found = cache_->sparse.emplace(group, compute()).first;
+    }
+    profile = &found->second;
+  }
+  return scale(*profile, batch, precision);
+}
+
+std::string SpaceFeatures::violated_constraint(std::uint64_t index) {
+  if (space_.constraints().empty()) return {};
+  const Features features = at(index);
+  for (const Constraint& constraint : space_.constraints()) {
+    const auto value = feature_value(features, constraint.feature);
+    CARB_CHECK(value.has_value(), "unknown constraint feature " + constraint.feature);
+    if (*value > constraint.max_value) return "max_" + constraint.feature;
+  }
+  return {};
+}
+
+}  // namespace carb
