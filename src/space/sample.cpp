@@ -56,6 +56,11 @@ class Collector {
   const std::vector<std::uint64_t>& chosen() const { return chosen_; }
   std::size_t seen() const { return seen_.size(); }
 
+  /// Whether offer(index) would add the index (not seen yet and accepted); does not record it.
+  bool would_take(std::uint64_t index) const {
+    return seen_.count(index) == 0 && (!accept_ || accept_(index));
+  }
+
   void offer(std::uint64_t index) {
     if (full() || !seen_.insert(index).second) return;
     if (!accept_ || accept_(index)) chosen_.push_back(index);
@@ -166,10 +171,23 @@ std::vector<std::uint64_t> sample_stratified(const Space& space, std::uint64_t c
                            ? balanced_structures(missing, space, rng)
                            : balanced(missing, static_cast<int>(axis.values.size()), rng));
     }
-    for (std::size_t i = 0; i < missing; ++i) {
+    auto index_of = [&](std::size_t i) {
       std::uint64_t index = 0;
       for (std::size_t a = 0; a < space.axes().size(); ++a) {
         index = index * space.axes()[a].values.size() + static_cast<std::uint64_t>(digits[a][i]);
+      }
+      return index;
+    };
+    // A point already taken (or rejected by the filter) swaps one knob's value with a later
+    // point of this round: the knobs' value counts, and so the balance, stay exact.
+    constexpr int kSwaps = 64;
+    for (std::size_t i = 0; i < missing; ++i) {
+      std::uint64_t index = index_of(i);
+      for (int swap = 0; swap < kSwaps && i + 1 < missing && !collector.would_take(index); ++swap) {
+        const std::size_t axis = rng.below(space.axes().size());
+        const std::size_t other = i + 1 + rng.below(missing - i - 1);
+        std::swap(digits[axis][i], digits[axis][other]);
+        index = index_of(i);
       }
       collector.offer(index);
     }

@@ -1,0 +1,125 @@
+#include <gtest/gtest.h>
+
+#include "carb/error.hpp"
+#include "carb/graph.hpp"
+
+namespace carb {
+namespace {
+
+Network network_of(const std::string& key) { return build_network(parse_key(key)); }
+
+TEST(Network, Resnet50HasTorchvisionsModules) {
+  const Network network = network_of("bottleneck50_w1_ds_r224_b2_fp32");
+  const Features features = compute_features(network);
+  EXPECT_EQ(features.layer_counts[LayerKind::kConv], 53);
+  EXPECT_EQ(features.layer_counts[LayerKind::kBatchNorm], 53);
+  EXPECT_EQ(features.layer_counts[LayerKind::kAdd], 16);
+  EXPECT_EQ(features.layer_counts[LayerKind::kRelu], 1 + 16 * 3);
+  EXPECT_EQ(features.layer_counts[LayerKind::kMaxPool], 1);
+  EXPECT_EQ(features.layer_counts[LayerKind::kGlobalAvgPool], 1);
+  EXPECT_EQ(features.layer_counts[LayerKind::kFullyConnected], 1);
+  EXPECT_EQ(features.kernel_launches, features.layer_counts.total());
+  EXPECT_EQ(features.widest_channels, 2048);
+
+  EXPECT_EQ(layer_name(network.layers.front()), "conv1");
+  EXPECT_EQ(layer_name(network.layers.back()), "fc");
+  // layer2.0: v1.5 puts the stride on the 3x3 conv, and the block has a projection shortcut.
+  std::vector<std::string> layer2_block0;
+  for (const Layer& layer : network.layers) {
+    if (layer.stage == 1 && layer.block == 0) {
+      layer2_block0.push_back(layer_name(layer));
+      if (std::string(layer.role) == "conv2") {
+        EXPECT_EQ(layer.stride, 2);
+      }
+      if (std::string(layer.role) == "conv1") {
+        EXPECT_EQ(layer.stride, 1);
+      }
+    }
+  }
+  EXPECT_EQ(layer2_block0, (std::vector<std::string>{
+                               "layer2.0.conv1", "layer2.0.bn1", "layer2.0.relu",
+                               "layer2.0.conv2", "layer2.0.bn2", "layer2.0.relu",
+                               "layer2.0.conv3", "layer2.0.bn3", "layer2.0.downsample.0",
+                               "layer2.0.downsample.1", "layer2.0.add", "layer2.0.relu"}));
+  EXPECT_EQ(network.tensors[static_cast<std::size_t>(network.output)], (Shape{2, 1000, 1, 1}));
+}
+
+TEST(Network, ShapesFollowTheConvolutionFormula) {
+  const Network network = network_of("basic18_w1_ds_r33_b1_fp32");
+  // 33 -> conv 7x7/2 pad 3 -> 17 -> maxpool 3x3/2 pad 1 -> 9 -> 9, 5, 3, 2.
+  EXPECT_EQ(network.tensors[1], (Shape{1, 64, 17, 17}));
+  int last_conv = -1;
+  for (const Layer& layer : network.layers) {
+    if (layer.kind == LayerKind::kMaxPool) {
+      EXPECT_EQ(network.tensors[static_cast<std::size_t>(layer.output)], (Shape{1, 64, 9, 9}));
+    }
+    if (layer.kind == LayerKind::kConv) last_conv = layer.output;
+  }
+  EXPECT_EQ(network.tensors[static_cast<std::size_t>(last_conv)], (Shape{1, 512, 2, 2}));
+}
+
+TEST(Network, WidthMultiplierRoundsChannels) {
+  const Network network = network_of("basic10_w0.1_nods_r32_b1_fp32");
+  // round(64 x 0.1) = 6, round(128 x 0.1) = 13, round(256 x 0.1) = 26, round(512 x 0.1) = 51.
+  EXPECT_EQ(network.tensors[1].c, 6);
+  EXPECT_EQ(compute_features(network).widest_channels, 51);
+  EXPECT_EQ(network.layers.front().kernel, 3);  // no early downsampling: CIFAR-style 3x3 stem
+  EXPECT_EQ(network.layers.front().stride, 1);
+}
+
+TEST(Network, RejectsConfigurationsItCannotBuild) {
+  Config config = parse_key("basic18_w1_ds_r224_b1_fp32");
+  config.resolution = 16;
+  EXPECT_THROW(build_network(config), Error);
+}
+
+TEST(Features, TinyNetworkByHand) {
+  // One stage of one basic block, 8 channels, 8x8 input, no early downsampling, 10 classes.
+  const Network network = network_of("basic4s1_c8_w1_nods_r8_b1_fp32_k10");
+  const Features features = compute_features(network);
+  const std::int64_t conv3x3_8 = 8 * 8 * 9;  // weights of a 3x3 conv 8 -> 8
+  EXPECT_EQ(features.params, 8 * 3 * 9 + 2 * 8 + 2 * (conv3x3_8 + 2 * 8) + 8 * 10 + 10);
+  EXPECT_EQ(features.macs, 64 * (8 * 3 * 9) + 2 * 64 * (8 * 8 * 9) + 8 * 10);
+  EXPECT_EQ(features.flops, 2 * features.macs);
+  EXPECT_EQ(features.param_bytes, 4 * features.params);
+  EXPECT_EQ(features.activation_bytes, 4 * (3 * 512 + 10));
+  // Live: input 192 + stem 512, then stem + conv1 + conv2 = 1536 elements at the block's end.
+  EXPECT_EQ(features.peak_activation_bytes, 4 * 1536);
+  EXPECT_DOUBLE_EQ(features.arithmetic_intensity,
+                   static_cast<double>(features.flops) /
+                       static_cast<double>(features.param_bytes + features.activation_bytes));
+}
+
+TEST(Features, ScaleWithBatchAndPrecision) {
+  const Features one = compute_features(network_of("bottleneck50_w0.5_ds_r64_b1_fp32"));
+  const Features many = compute_features(network_of("bottleneck50_w0.5_ds_r64_b16_fp16"));
+  EXPECT_EQ(many.params, one.params);
+  EXPECT_EQ(many.macs, 16 * one.macs);
+  EXPECT_EQ(many.param_bytes * 2, one.param_bytes);
+  EXPECT_EQ(many.activation_bytes * 2, one.activation_bytes * 16);
+  EXPECT_EQ(many.peak_activation_bytes * 2, one.peak_activation_bytes * 16);
+}
+
+TEST(Roofline, IsComputeOrMemoryBound) {
+  const Network network = network_of("basic18_w1_ds_r224_b8_fp32");
+  const Features features = compute_features(network);
+  const double compute_only = roofline_ms(network, {1e12, 1e30});
+  EXPECT_NEAR(compute_only, features.flops / 1e12 * 1e3, 1e-9);
+  const double bandwidth_only = roofline_ms(network, {1e30, 1e9});
+  EXPECT_GT(bandwidth_only, (features.param_bytes + features.activation_bytes) / 1e9 * 1e3);
+  const double both = roofline_ms(network, {1e12, 1e9});
+  EXPECT_GE(both, std::max(compute_only, bandwidth_only) - 1e-9);
+  EXPECT_LE(both, compute_only + bandwidth_only + 1e-9);
+}
+
+TEST(Roofline, ParsesDeviceText) {
+  const RooflineDevice device = parse_roofline_device("67:3350");
+  EXPECT_DOUBLE_EQ(device.peak_flops_per_s, 67e12);
+  EXPECT_DOUBLE_EQ(device.bandwidth_bytes_per_s, 3350e9);
+  for (const char* bad : {"", "67", "67:", ":3", "a:b", "0:5", "5:-1", "1:2:3"}) {
+    EXPECT_THROW(parse_roofline_device(bad), Error) << bad;
+  }
+}
+
+}  // namespace
+}  // namespace carb
