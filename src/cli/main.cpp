@@ -11,18 +11,18 @@ int main(int argc, char** argv) {
                "CNN design spaces, and measure it on real hardware"};
   app.set_version_flag("--version", std::string("carb ") + carb::kVersion + " (" +
                                         carb::kGitCommit + ")");
-  app.require_subcommand(1);
+  app.callback([&app] {
+    if (app.get_subcommands().empty()) {
+      throw carb::Error(carb::ErrorCategory::kUsage, "give a verb, e.g. 'carb space count --spec F'");
+    }
+  });
   carb::cli::add_space_verb(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::Success& success) {
     return app.exit(success);
   } catch (const CLI::Error& error) {
-    std::cerr << "carb: error: " << error.what() << "\n";
-    if (error.get_name() == "RequiredError" || error.get_name() == "CallForHelp" ||
-        error.get_name() == "CallForAllHelp") {
-      std::cerr << "run 'carb --help' or 'carb <verb> --help' for usage\n";
-    }
+    std::cerr << "carb: error: " << error.what() << " (run with --help for usage)\n";
     return 2;
   } catch (const carb::Error& error) {
     std::cerr << "carb: error: " << error.what() << "\n";

@@ -215,7 +215,11 @@ void add_space_verb(CLI::App& app) {
   auto options = std::make_shared<SpaceOptions>();
   CLI::App* space = app.add_subcommand("space", "count, list, show and compute features of "
                                                 "design spaces (no hardware needed)");
-  space->require_subcommand(1);
+  space->callback([space] {
+    if (space->get_subcommands().empty()) {
+      throw Error(ErrorCategory::kUsage, "carb space: give a verb: count, list, show or features");
+    }
+  });
 
   CLI::App* count = space->add_subcommand("count", "number of configurations of a spec");
   add_spec_options(*count, *options, false);
