@@ -26,10 +26,10 @@ int main(int argc, char** argv) {
     carb::SpaceFeatures features(space);
     std::int64_t checksum = 0;
 
-    std::printf("space %s: %llu points, %llu (architecture, resolution) pairs\n\n",
-                space.name().c_str(), static_cast<unsigned long long>(space.size()),
-                static_cast<unsigned long long>(space.size() /
-                                                space.points_per_architecture_resolution()));
+    std::printf(
+        "space %s: %llu points, %llu (architecture, resolution) pairs\n\n", space.name().c_str(),
+        static_cast<unsigned long long>(space.size()),
+        static_cast<unsigned long long>(space.size() / space.points_per_architecture_resolution()));
     std::printf("%-34s %12s %10s %16s\n", "pass", "points", "seconds", "points/second");
 
     for (const char* pass : {"cached, cold (fills the cache)", "cached, warm"}) {
@@ -48,8 +48,8 @@ int main(int argc, char** argv) {
     const std::uint64_t stride = space.size() / uncached_points;
     const auto start = Clock::now();
     for (std::uint64_t i = 0; i < uncached_points; ++i) {
-      checksum += carb::compute_features(carb::build_network(space.at(i * stride)))
-                      .peak_activation_bytes;
+      checksum +=
+          carb::compute_features(carb::build_network(space.at(i * stride))).peak_activation_bytes;
     }
     const double elapsed = seconds_since(start);
     std::printf("%-34s %12llu %10.3f %16.0f\n", "uncached (build every network)",

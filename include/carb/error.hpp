@@ -42,11 +42,11 @@ inline Error input_error_at(const std::string& file, int line, int column,
 }  // namespace carb
 
 /// Aborts with file:line and a message when an internal invariant is broken (a bug, not bad input).
-#define CARB_CHECK(condition, message)                                                       \
-  do {                                                                                       \
-    if (!(condition)) {                                                                      \
+#define CARB_CHECK(condition, message)                                                     \
+  do {                                                                                     \
+    if (!(condition)) {                                                                    \
       std::fprintf(stderr, "carb: internal error at %s:%d: %s (%s)\n", __FILE__, __LINE__, \
-                   #condition, std::string(message).c_str());                                \
-      std::abort();                                                                          \
-    }                                                                                        \
+                   #condition, std::string(message).c_str());                              \
+      std::abort();                                                                        \
+    }                                                                                      \
   } while (false)

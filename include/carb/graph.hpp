@@ -21,9 +21,7 @@ std::string_view to_string(LayerKind kind);
 /// An NCHW tensor shape.
 struct Shape {
   int n = 0, c = 0, h = 0, w = 0;
-  std::int64_t elements() const {
-    return static_cast<std::int64_t>(n) * c * h * w;
-  }
+  std::int64_t elements() const { return static_cast<std::int64_t>(n) * c * h * w; }
   bool operator==(const Shape& other) const = default;
 };
 

@@ -38,15 +38,17 @@ struct Config {
   std::vector<int> stage_blocks;  ///< residual blocks per stage; its size is the stage count
   std::vector<int> stage_widths;  ///< base channels per stage, before the width multiplier
   double width_multiplier = 1.0;
-  bool early_downsample = true;  ///< stem 7x7 stride-2 conv + 3x3 stride-2 max-pool, else 3x3 stride-1
-  int resolution = 224;          ///< square input, pixels
+  bool early_downsample =
+      true;              ///< stem 7x7 stride-2 conv + 3x3 stride-2 max-pool, else 3x3 stride-1
+  int resolution = 224;  ///< square input, pixels
   int batch = 1;
   Precision precision = Precision::kFp32;
   int classes = kDefaultClasses;
 
   /// Weighted layers: convs_per_block x blocks + stem conv + fc (torchvision's naming).
   int depth() const;
-  /// Channels of stage `stage`'s planes after the width multiplier: max(1, round(base x multiplier)).
+  /// Channels of stage `stage`'s planes after the width multiplier: max(1, round(base x
+  /// multiplier)).
   int stage_channels(int stage) const;
   bool operator==(const Config& other) const = default;
 };
@@ -72,11 +74,11 @@ Config parse_key(std::string_view key);
 
 /// A knob of a space: one axis of the mixed-radix index.
 enum class Knob {
-  kStructure,   ///< (block type, depth) pairs, when the spec lists depths
-  kBlock,       ///< block type, when the spec lists per-stage block counts
-  kStageBlocks, ///< block count of one stage
-  kWidth,       ///< width multiplier
-  kStageWidth,  ///< base width of one stage
+  kStructure,    ///< (block type, depth) pairs, when the spec lists depths
+  kBlock,        ///< block type, when the spec lists per-stage block counts
+  kStageBlocks,  ///< block count of one stage
+  kWidth,        ///< width multiplier
+  kStageWidth,   ///< base width of one stage
   kEarlyDownsample,
   kResolution,
   kBatch,
@@ -88,7 +90,7 @@ enum class Knob {
 struct Axis {
   Knob knob = Knob::kWidth;
   int stage = -1;
-  std::string name;    ///< e.g. "depth", "stage3_blocks", "batch"
+  std::string name;  ///< e.g. "depth", "stage3_blocks", "batch"
   std::vector<double> values;
   std::vector<std::string> labels;  ///< human-readable value names, same order as values
 };

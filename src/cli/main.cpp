@@ -7,13 +7,15 @@
 #include "verbs.hpp"
 
 int main(int argc, char** argv) {
-  CLI::App app{"carb: predict and screen the inference cost (energy, latency, peak memory) of "
-               "CNN design spaces, and measure it on real hardware"};
-  app.set_version_flag("--version", std::string("carb ") + carb::kVersion + " (" +
-                                        carb::kGitCommit + ")");
+  CLI::App app{
+      "carb: predict and screen the inference cost (energy, latency, peak memory) of "
+      "CNN design spaces, and measure it on real hardware"};
+  app.set_version_flag("--version",
+                       std::string("carb ") + carb::kVersion + " (" + carb::kGitCommit + ")");
   app.callback([&app] {
     if (app.get_subcommands().empty()) {
-      throw carb::Error(carb::ErrorCategory::kUsage, "give a verb, e.g. 'carb space count --spec F'");
+      throw carb::Error(carb::ErrorCategory::kUsage,
+                        "give a verb, e.g. 'carb space count --spec F'");
     }
   });
   carb::cli::add_space_verb(app);

@@ -101,7 +101,8 @@ class TableWriter : public RowWriter {
     widths_.assign(columns_.size(), 0);
     for (std::size_t i = 0; i < columns_.size(); ++i) widths_[i] = columns_[i].size();
     for (const auto& texts : pending_) {
-      for (std::size_t i = 0; i < texts.size(); ++i) widths_[i] = std::max(widths_[i], texts[i].size());
+      for (std::size_t i = 0; i < texts.size(); ++i)
+        widths_[i] = std::max(widths_[i], texts[i].size());
     }
     print(columns_);
     for (const auto& texts : pending_) print(texts);
@@ -115,8 +116,8 @@ class TableWriter : public RowWriter {
       if (i > 0) line += "  ";
       const std::string& text = texts[i];
       const std::size_t pad = widths_[i] > text.size() ? widths_[i] - text.size() : 0;
-      const bool numeric = !text.empty() && (std::isdigit(static_cast<unsigned char>(text[0])) ||
-                                             text[0] == '-');
+      const bool numeric =
+          !text.empty() && (std::isdigit(static_cast<unsigned char>(text[0])) || text[0] == '-');
       line += numeric ? std::string(pad, ' ') + text : text + std::string(pad, ' ');
     }
     while (!line.empty() && line.back() == ' ') line.pop_back();

@@ -31,8 +31,9 @@ void add_spec_options(CLI::App& command, SpaceOptions& options, bool sampling) {
     command.add_option("--sample", options.sample,
                        "take N configurations instead of walking the whole space");
     command.add_option("--seed", options.seed, "seed of the sample (default 0)");
-    command.add_option("--sampling", options.sampling,
-                       "random (uniform) or stratified (every knob's values balanced)")
+    command
+        .add_option("--sampling", options.sampling,
+                    "random (uniform) or stratified (every knob's values balanced)")
         ->check(CLI::IsMember({"random", "stratified"}));
   }
   command.add_option("--format", options.format, "table, csv or json")
@@ -186,14 +187,13 @@ void run_show(const SpaceOptions& options) {
     writer->finish();
     return;
   }
-  auto writer = make_row_writer(
-      format,
-      {"layer", "kind", "input_shape", "output_shape", "kernel", "stride", "padding", "params",
-       "macs", "in_place"},
-      std::cout);
+  auto writer = make_row_writer(format,
+                                {"layer", "kind", "input_shape", "output_shape", "kernel", "stride",
+                                 "padding", "params", "macs", "in_place"},
+                                std::cout);
   auto shape_text = [](const Shape& shape) {
-    return std::to_string(shape.n) + "x" + std::to_string(shape.c) + "x" +
-           std::to_string(shape.h) + "x" + std::to_string(shape.w);
+    return std::to_string(shape.n) + "x" + std::to_string(shape.c) + "x" + std::to_string(shape.h) +
+           "x" + std::to_string(shape.w);
   };
   for (const Layer& layer : network.layers) {
     std::string inputs;
@@ -213,8 +213,9 @@ void run_show(const SpaceOptions& options) {
 
 void add_space_verb(CLI::App& app) {
   auto options = std::make_shared<SpaceOptions>();
-  CLI::App* space = app.add_subcommand("space", "count, list, show and compute features of "
-                                                "design spaces (no hardware needed)");
+  CLI::App* space = app.add_subcommand("space",
+                                       "count, list, show and compute features of "
+                                       "design spaces (no hardware needed)");
   space->callback([space] {
     if (space->get_subcommands().empty()) {
       throw Error(ErrorCategory::kUsage, "carb space: give a verb: count, list, show or features");

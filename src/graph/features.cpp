@@ -174,7 +174,8 @@ struct SpaceFeatures::Cache {
   std::size_t precision_axis = 0;
 };
 
-SpaceFeatures::SpaceFeatures(const Space& space) : space_(space), cache_(std::make_unique<Cache>()) {
+SpaceFeatures::SpaceFeatures(const Space& space)
+    : space_(space), cache_(std::make_unique<Cache>()) {
   cache_->groups = space.size() / space.points_per_architecture_resolution();
   if (cache_->groups <= Cache::kDenseLimit) cache_->dense.resize(cache_->groups);
   cache_->precision_axis = space.axes().size() - 1;
@@ -193,7 +194,8 @@ Features SpaceFeatures::at(std::uint64_t index) {
   const Axis& precision_axis = space_.axes()[cache_->precision_axis];
   const Axis& batch_axis = space_.axes()[cache_->batch_axis];
   const std::uint64_t precisions = precision_axis.values.size();
-  const auto precision = static_cast<Precision>(static_cast<int>(precision_axis.values[within % precisions]));
+  const auto precision =
+      static_cast<Precision>(static_cast<int>(precision_axis.values[within % precisions]));
   const auto batch = static_cast<std::int64_t>(batch_axis.values[within / precisions]);
 
   const Profile* profile = nullptr;

@@ -126,17 +126,19 @@ class Builder {
 };
 
 // One residual block, in the order of torchvision's BasicBlock/Bottleneck forward().
-int residual_block(Builder& builder, const Config& config, int input, int in_channels,
-                   int planes, int stride) {
+int residual_block(Builder& builder, const Config& config, int input, int in_channels, int planes,
+                   int stride) {
   int x = input;
   int out_channels = planes;
   if (config.block == BlockType::kBasic) {
-    x = builder.relu("relu", builder.batch_norm("bn1", builder.conv("conv1", x, planes, 3, stride, 1)));
+    x = builder.relu("relu",
+                     builder.batch_norm("bn1", builder.conv("conv1", x, planes, 3, stride, 1)));
     x = builder.batch_norm("bn2", builder.conv("conv2", x, planes, 3, 1, 1));
   } else {
     out_channels = planes * 4;
     x = builder.relu("relu", builder.batch_norm("bn1", builder.conv("conv1", x, planes, 1, 1, 0)));
-    x = builder.relu("relu", builder.batch_norm("bn2", builder.conv("conv2", x, planes, 3, stride, 1)));
+    x = builder.relu("relu",
+                     builder.batch_norm("bn2", builder.conv("conv2", x, planes, 3, stride, 1)));
     x = builder.batch_norm("bn3", builder.conv("conv3", x, out_channels, 1, 1, 0));
   }
   int identity = input;

@@ -67,10 +67,14 @@ namespace {
 // torchvision's and timm's block counts for their named depths.
 const std::map<std::pair<BlockType, int>, std::vector<int>>& standard_depths() {
   static const std::map<std::pair<BlockType, int>, std::vector<int>> table = {
-      {{BlockType::kBasic, 10}, {1, 1, 1, 1}},      {{BlockType::kBasic, 18}, {2, 2, 2, 2}},
-      {{BlockType::kBasic, 34}, {3, 4, 6, 3}},      {{BlockType::kBottleneck, 14}, {1, 1, 1, 1}},
-      {{BlockType::kBottleneck, 26}, {2, 2, 2, 2}}, {{BlockType::kBottleneck, 50}, {3, 4, 6, 3}},
-      {{BlockType::kBottleneck, 101}, {3, 4, 23, 3}}, {{BlockType::kBottleneck, 152}, {3, 8, 36, 3}},
+      {{BlockType::kBasic, 10}, {1, 1, 1, 1}},
+      {{BlockType::kBasic, 18}, {2, 2, 2, 2}},
+      {{BlockType::kBasic, 34}, {3, 4, 6, 3}},
+      {{BlockType::kBottleneck, 14}, {1, 1, 1, 1}},
+      {{BlockType::kBottleneck, 26}, {2, 2, 2, 2}},
+      {{BlockType::kBottleneck, 50}, {3, 4, 6, 3}},
+      {{BlockType::kBottleneck, 101}, {3, 4, 23, 3}},
+      {{BlockType::kBottleneck, 152}, {3, 8, 36, 3}},
       {{BlockType::kBottleneck, 200}, {3, 24, 36, 3}},
   };
   return table;
@@ -328,8 +332,8 @@ class KeyParser {
     std::size_t start = 0;
     while (true) {
       const std::size_t end = text.find('.', start);
-      values.push_back(parse_int(
-          text.substr(start, end == std::string_view::npos ? end : end - start), what));
+      values.push_back(
+          parse_int(text.substr(start, end == std::string_view::npos ? end : end - start), what));
       if (end == std::string_view::npos) break;
       start = end + 1;
     }

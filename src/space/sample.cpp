@@ -96,9 +96,8 @@ class Collector {
 
 void fill_randomly(const Space& space, Collector& collector, std::uint64_t wanted, Rng& rng) {
   const std::uint64_t attempts = 20 * wanted + 10000;
-  for (std::uint64_t attempt = 0; attempt < attempts && !collector.full() &&
-                                  collector.seen() < space.size();
-       ++attempt) {
+  for (std::uint64_t attempt = 0;
+       attempt < attempts && !collector.full() && collector.seen() < space.size(); ++attempt) {
     collector.offer(rng.below(space.size()));
   }
   collector.fill_by_scan(space, rng);

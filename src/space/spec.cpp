@@ -18,16 +18,19 @@ namespace {
 
 const std::vector<std::string>& known_keys() {
   static const std::vector<std::string> keys = {
-      "name",  "description",      "classes",    "block", "depth",     "stage_blocks",
-      "stage_widths", "width", "early_downsample", "resolution", "batch", "precision",
+      "name",         "description", "classes",          "block",      "depth", "stage_blocks",
+      "stage_widths", "width",       "early_downsample", "resolution", "batch", "precision",
       "constraints"};
   return keys;
 }
 
 const std::vector<std::string>& known_constraints() {
-  static const std::vector<std::string> keys = {"max_params",           "max_macs",
-                                                "max_flops",            "max_param_bytes",
-                                                "max_activation_bytes", "max_peak_activation_bytes"};
+  static const std::vector<std::string> keys = {"max_params",
+                                                "max_macs",
+                                                "max_flops",
+                                                "max_param_bytes",
+                                                "max_activation_bytes",
+                                                "max_peak_activation_bytes"};
   return keys;
 }
 
@@ -116,14 +119,14 @@ class SpecParser {
     space.axes_.push_back(parse_number_axis(root["width"], Knob::kWidth, "width", {1.0}));
     for (double multiplier : space.axes_.back().values) {
       if (!(multiplier > 0) || multiplier > 64) {
-        fail(root["width"], "width multiplier must be > 0 and <= 64, not " +
-                                space.axes_.back().labels.front());
+        fail(root["width"],
+             "width multiplier must be > 0 and <= 64, not " + space.axes_.back().labels.front());
       }
     }
     parse_stage_widths(root, stages, space);
     space.axes_.push_back(parse_bool_axis(root["early_downsample"], "early_downsample"));
-    space.axes_.push_back(parse_int_axis(root["resolution"], Knob::kResolution, "resolution", 1,
-                                         8192, {}));
+    space.axes_.push_back(
+        parse_int_axis(root["resolution"], Knob::kResolution, "resolution", 1, 8192, {}));
     space.axes_.push_back(parse_int_axis(root["batch"], Knob::kBatch, "batch", 1, 65536, {1}));
     space.axes_.push_back(parse_precision_axis(root["precision"]));
     check_resolutions(root["resolution"], space, stages);
@@ -138,8 +141,8 @@ class SpecParser {
       space.size_ *= axis.values.size();
     }
     const std::size_t count = space.axes_.size();
-    space.points_per_arch_res_ = space.axes_[count - 1].values.size() *
-                                 space.axes_[count - 2].values.size();
+    space.points_per_arch_res_ =
+        space.axes_[count - 1].values.size() * space.axes_[count - 2].values.size();
     return space;
   }
 
@@ -168,8 +171,8 @@ class SpecParser {
       fail(node, what + " must be an integer, not '" + text + "'");
     }
     if (value < min || value > max) {
-      fail(node, what + " must be " + std::to_string(min) + ".." + std::to_string(max) +
-                     ", not " + text);
+      fail(node,
+           what + " must be " + std::to_string(min) + ".." + std::to_string(max) + ", not " + text);
     }
     return value;
   }
@@ -215,8 +218,8 @@ class SpecParser {
     Axis axis{knob, stage, name, {}, {}};
     std::vector<long long> seen;
     if (!node) {
-      for (int value : defaults) add_unique(axis, seen, static_cast<long long>(value), node,
-                                            std::to_string(value));
+      for (int value : defaults)
+        add_unique(axis, seen, static_cast<long long>(value), node, std::to_string(value));
       return axis;
     }
     for (const auto& value : values_of(node, name)) {
@@ -371,8 +374,8 @@ class SpecParser {
     const auto entries = stage_entries(root["stage_blocks"], "stage_blocks");
     for (std::size_t stage = 0; stage < entries.size(); ++stage) {
       space.axes_.push_back(parse_int_axis(entries[stage], Knob::kStageBlocks,
-                                           "stage" + std::to_string(stage + 1) + "_blocks", 1,
-                                           256, {}, static_cast<int>(stage)));
+                                           "stage" + std::to_string(stage + 1) + "_blocks", 1, 256,
+                                           {}, static_cast<int>(stage)));
     }
     return static_cast<int>(entries.size());
   }
@@ -395,9 +398,9 @@ class SpecParser {
     }
     space.fixed_stage_widths_.assign(static_cast<std::size_t>(stages), 0);
     for (int stage = 0; stage < stages; ++stage) {
-      Axis axis = parse_int_axis(entries[static_cast<std::size_t>(stage)], Knob::kStageWidth,
-                                 "stage" + std::to_string(stage + 1) + "_width", 1, 65536, {},
-                                 stage);
+      Axis axis =
+          parse_int_axis(entries[static_cast<std::size_t>(stage)], Knob::kStageWidth,
+                         "stage" + std::to_string(stage + 1) + "_width", 1, 65536, {}, stage);
       if (axis.values.size() == 1) {
         space.fixed_stage_widths_[static_cast<std::size_t>(stage)] =
             static_cast<int>(axis.values.front());
@@ -411,8 +414,8 @@ class SpecParser {
     bool any_downsample = false;
     for (const auto& axis : space.axes_) {
       if (axis.knob == Knob::kEarlyDownsample) {
-        any_downsample = std::find(axis.values.begin(), axis.values.end(), 1.0) !=
-                         axis.values.end();
+        any_downsample =
+            std::find(axis.values.begin(), axis.values.end(), 1.0) != axis.values.end();
       }
     }
     const int factor = downsampling_factor(any_downsample, stages);
@@ -420,9 +423,8 @@ class SpecParser {
     for (const auto& value : values) {
       if (std::stoll(value.Scalar()) < factor) {
         fail(value, "resolution " + value.Scalar() + " is too small for " +
-                        (any_downsample ? "early downsampling and " : "") +
-                        std::to_string(stages) + " stages: needs at least " +
-                        std::to_string(factor) + " px");
+                        (any_downsample ? "early downsampling and " : "") + std::to_string(stages) +
+                        " stages: needs at least " + std::to_string(factor) + " px");
       }
     }
   }
@@ -432,13 +434,13 @@ class SpecParser {
     for (int width : space.fixed_stage_widths_) widest_base = std::max<double>(widest_base, width);
     for (const auto& axis : space.axes_) {
       if (axis.knob == Knob::kStageWidth) {
-        widest_base = std::max(widest_base,
-                               *std::max_element(axis.values.begin(), axis.values.end()));
+        widest_base =
+            std::max(widest_base, *std::max_element(axis.values.begin(), axis.values.end()));
       }
     }
     const auto& multipliers = space.axes_[static_cast<std::size_t>(width_axis)].values;
-    const double widest = widest_base *
-                          *std::max_element(multipliers.begin(), multipliers.end()) * 4;
+    const double widest =
+        widest_base * *std::max_element(multipliers.begin(), multipliers.end()) * 4;
     if (widest > 65536) {
       fail(root["width"] ? root["width"] : root["stage_widths"],
            "width x stage width gives layers of more than 65536 channels");

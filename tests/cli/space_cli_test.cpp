@@ -45,13 +45,15 @@ int line_count(const std::string& text) {
 }
 
 TEST(SpaceCli, CountsThePaperSpace) {
-  const CommandResult result = run("space count --spec " + examples("paper.yaml") + " --format csv");
+  const CommandResult result =
+      run("space count --spec " + examples("paper.yaml") + " --format csv");
   EXPECT_EQ(result.exit_code, 0) << result.out;
   EXPECT_EQ(result.out, "space,grid_points,constraints,points\npaper,17280,none,17280\n");
 }
 
 TEST(SpaceCli, FeaturesCsvHasTheDocumentedHeader) {
-  const CommandResult result = run("space features --spec " + examples("torchvision.yaml") + " --format csv");
+  const CommandResult result =
+      run("space features --spec " + examples("torchvision.yaml") + " --format csv");
   ASSERT_EQ(result.exit_code, 0) << result.out;
   EXPECT_EQ(result.out.rfind(
                 "key,block,depth,width,early_downsample,resolution,batch,precision,params,macs,"
@@ -74,7 +76,7 @@ TEST(SpaceCli, SampleIsSeededAndHonoursConstraints) {
   EXPECT_EQ(line_count(first.out), 21);
   EXPECT_EQ(run(arguments).out, first.out);
   const CommandResult features = run("space features --spec " + examples("cpu-demo.yaml") +
-                           " --sample 50 --seed 3 --format json");
+                                     " --sample 50 --seed 3 --format json");
   ASSERT_EQ(features.exit_code, 0);
   const auto rows = nlohmann::json::parse(features.out);
   ASSERT_EQ(rows.size(), 50u);
@@ -82,19 +84,23 @@ TEST(SpaceCli, SampleIsSeededAndHonoursConstraints) {
 }
 
 TEST(SpaceCli, ShowPrintsLayersAndRoofline) {
-  const CommandResult layers = run("space show bottleneck50_w1_ds_r224_b1_fp32 --layers --format csv");
+  const CommandResult layers =
+      run("space show bottleneck50_w1_ds_r224_b1_fp32 --layers --format csv");
   ASSERT_EQ(layers.exit_code, 0) << layers.out;
   EXPECT_EQ(line_count(layers.out), 1 + 174);
-  EXPECT_NE(layers.out.find("layer4.2.conv3,conv,1x512x7x7,1x2048x7x7,1,1,0,1048576,51380224,false"),
-            std::string::npos)
+  EXPECT_NE(
+      layers.out.find("layer4.2.conv3,conv,1x512x7x7,1x2048x7x7,1,1,0,1048576,51380224,false"),
+      std::string::npos)
       << layers.out;
-  const CommandResult roofline = run("space show basic18_w1_ds_r224_b1_fp32 --roofline 67:3350 --format json");
+  const CommandResult roofline =
+      run("space show basic18_w1_ds_r224_b1_fp32 --roofline 67:3350 --format json");
   ASSERT_EQ(roofline.exit_code, 0) << roofline.out;
   EXPECT_NE(roofline.out.find("\"roofline_ms\":"), std::string::npos);
 }
 
 TEST(SpaceCli, BadInputGetsOneLineAndExitCodeTwo) {
-  const std::string bad_yaml = write_spec("bad.yaml", "block: basic\ndepth: 18\nresolution: 64\nwidht: 1\n");
+  const std::string bad_yaml =
+      write_spec("bad.yaml", "block: basic\ndepth: 18\nresolution: 64\nwidht: 1\n");
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"space count --spec " + bad_yaml,
        "carb: error: " + bad_yaml + ":4:1: unknown knob 'widht' (did you mean 'width'?)"},

@@ -36,11 +36,11 @@ TEST(Network, Resnet50HasTorchvisionsModules) {
       }
     }
   }
-  EXPECT_EQ(layer2_block0, (std::vector<std::string>{
-                               "layer2.0.conv1", "layer2.0.bn1", "layer2.0.relu",
-                               "layer2.0.conv2", "layer2.0.bn2", "layer2.0.relu",
-                               "layer2.0.conv3", "layer2.0.bn3", "layer2.0.downsample.0",
-                               "layer2.0.downsample.1", "layer2.0.add", "layer2.0.relu"}));
+  EXPECT_EQ(layer2_block0,
+            (std::vector<std::string>{"layer2.0.conv1", "layer2.0.bn1", "layer2.0.relu",
+                                      "layer2.0.conv2", "layer2.0.bn2", "layer2.0.relu",
+                                      "layer2.0.conv3", "layer2.0.bn3", "layer2.0.downsample.0",
+                                      "layer2.0.downsample.1", "layer2.0.add", "layer2.0.relu"}));
   EXPECT_EQ(network.tensors[static_cast<std::size_t>(network.output)], (Shape{2, 1000, 1, 1}));
 }
 

@@ -44,9 +44,8 @@ std::vector<OracleRow> read_oracle() {
 
 std::string key_of(const std::string& model, int resolution) {
   static const std::map<std::string, std::string> structures = {
-      {"resnet18", "basic18"},         {"resnet34", "basic34"},
-      {"resnet26", "bottleneck26"},    {"resnet50", "bottleneck50"},
-      {"resnet101", "bottleneck101"},  {"resnet152", "bottleneck152"},
+      {"resnet18", "basic18"},       {"resnet34", "basic34"},        {"resnet26", "bottleneck26"},
+      {"resnet50", "bottleneck50"},  {"resnet101", "bottleneck101"}, {"resnet152", "bottleneck152"},
       {"resnet200", "bottleneck200"}};
   return structures.at(model) + "_w1_ds_r" + std::to_string(resolution) + "_b1_fp32";
 }

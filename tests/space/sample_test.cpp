@@ -64,8 +64,8 @@ TEST(SampleStratified, BalancesEveryKnob) {
     EXPECT_LE(high - low, 1) << space.axes()[axis].name;
   }
   for (const auto& [structure, n] : per_axis[0]) {
-    const bool basic = space.structures()[static_cast<std::size_t>(structure)].block ==
-                       BlockType::kBasic;
+    const bool basic =
+        space.structures()[static_cast<std::size_t>(structure)].block == BlockType::kBasic;
     EXPECT_NEAR(n, basic ? 500.0 / 8 : 500.0 / 4, 1.0) << structure;
   }
 }

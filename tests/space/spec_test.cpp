@@ -31,10 +31,10 @@ TEST(Spec, TorchvisionSpaceIsExactlyTheFiveResnets) {
   const Space space = Space::from_file(kExamples + "torchvision.yaml");
   std::set<std::string> keys;
   for (std::uint64_t i = 0; i < space.size(); ++i) keys.insert(to_key(space.at(i)));
-  EXPECT_EQ(keys, (std::set<std::string>{
-                      "basic18_w1_ds_r224_b1_fp32", "basic34_w1_ds_r224_b1_fp32",
-                      "bottleneck50_w1_ds_r224_b1_fp32", "bottleneck101_w1_ds_r224_b1_fp32",
-                      "bottleneck152_w1_ds_r224_b1_fp32"}));
+  EXPECT_EQ(keys, (std::set<std::string>{"basic18_w1_ds_r224_b1_fp32", "basic34_w1_ds_r224_b1_fp32",
+                                         "bottleneck50_w1_ds_r224_b1_fp32",
+                                         "bottleneck101_w1_ds_r224_b1_fp32",
+                                         "bottleneck152_w1_ds_r224_b1_fp32"}));
 }
 
 TEST(Spec, EveryPaperPointHasAUniqueKeyThatParsesBack) {
@@ -111,12 +111,14 @@ TEST(Spec, Constraints) {
 
 TEST(SpecErrors, PointAtFileLineAndColumn) {
   const std::vector<std::pair<std::string, std::string>> cases = {
-      {"block: [basic\ndepth: 18\n", "spec.yaml:2:6: YAML syntax error: end of sequence flow not found"},
+      {"block: [basic\ndepth: 18\n",
+       "spec.yaml:2:6: YAML syntax error: end of sequence flow not found"},
       {"block: basic\ndepth: 18\nresolution: 64\nwidht: 1\n",
        "spec.yaml:4:1: unknown knob 'widht' (did you mean 'width'?)"},
       {"block: basic\ndepth: 18\nresolution: sixty\n",
        "spec.yaml:3:13: resolution must be an integer, not 'sixty'"},
-      {"block: basic\ndepth: 18\nresolution: 64\nbatch: []\n", "spec.yaml:4:8: batch is an empty list"},
+      {"block: basic\ndepth: 18\nresolution: 64\nbatch: []\n",
+       "spec.yaml:4:8: batch is an empty list"},
       {"block: basic\ndepth: 18\nresolution: 64\nwidth: [1, 0]\n",
        "spec.yaml:4:8: width multiplier must be > 0"},
       {"block: basic\ndepth: [18, 19]\nresolution: 64\n",
@@ -137,7 +139,8 @@ TEST(SpecErrors, PointAtFileLineAndColumn) {
       {"- 1\n- 2\n", "spec.yaml:1:1: a spec is a YAML mapping"},
       {"block: basic\ndepth: 18\nresolution: 64\nwidth: [[1]]\n",
        "spec.yaml:4:9: width values must be single values"},
-      {"block: basic\ndepth: 18\nresolution: 64\nbatch: 0\n", "spec.yaml:4:8: batch must be 1..65536"},
+      {"block: basic\ndepth: 18\nresolution: 64\nbatch: 0\n",
+       "spec.yaml:4:8: batch must be 1..65536"},
       {"block: basic\nstage_blocks: [1, 1, 1]\nresolution: 64\n",
        "with 3 stages, give stage_widths"},
       {"block: basic\ndepth: 18\nstage_widths: [8, 16]\nresolution: 64\n",
@@ -154,7 +157,8 @@ TEST(SpecErrors, PointAtFileLineAndColumn) {
   for (const auto& [yaml, expected] : cases) {
     const std::string message = error_of(yaml);
     EXPECT_NE(message.find(expected), std::string::npos)
-        << "spec:\n" << yaml << "gave: " << message << "\nexpected: " << expected;
+        << "spec:\n"
+        << yaml << "gave: " << message << "\nexpected: " << expected;
   }
 }
 

@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# Installs the dependencies (idempotently) and builds carb into ${CARB_BUILD_DIR:-build}.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/install-deps.sh
+build_dir="${CARB_BUILD_DIR:-build}"
+cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@" >/dev/null
+cmake --build "$build_dir" -j "$(nproc)"
