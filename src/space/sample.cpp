@@ -47,6 +47,17 @@ class Rng {
 
 // Past this many grid points an exhaustive fallback scan is refused.
 constexpr std::uint64_t kMaxScan = 100'000'000;
+// A sample is held in memory (with a set of seen indices): cap it well below the machine's RAM.
+constexpr std::uint64_t kMaxSample = 50'000'000;
+
+std::uint64_t sample_size(const Space& space, std::uint64_t count) {
+  if (count > kMaxSample && space.size() > kMaxSample) {
+    throw Error(ErrorCategory::kInput,
+                "a sample of " + std::to_string(count) + " is too large: at most " +
+                    std::to_string(kMaxSample) + " (walk the space without a sample instead)");
+  }
+  return std::min(count, space.size());
+}
 
 class Collector {
  public:
@@ -143,7 +154,7 @@ std::vector<int> balanced_structures(std::size_t count, const Space& space, Rng&
 std::vector<std::uint64_t> sample_random(const Space& space, std::uint64_t count,
                                          std::uint64_t seed, const IndexFilter& accept) {
   Rng rng(seed);
-  const std::uint64_t wanted = std::min(count, space.size());
+  const std::uint64_t wanted = sample_size(space, count);
   Collector collector(wanted, accept);
   if (!accept && wanted * 2 > space.size() && space.size() <= kMaxScan) {
     std::vector<std::uint64_t> all(space.size());
@@ -159,7 +170,7 @@ std::vector<std::uint64_t> sample_random(const Space& space, std::uint64_t count
 std::vector<std::uint64_t> sample_stratified(const Space& space, std::uint64_t count,
                                              std::uint64_t seed, const IndexFilter& accept) {
   Rng rng(seed);
-  const std::uint64_t wanted = std::min(count, space.size());
+  const std::uint64_t wanted = sample_size(space, count);
   Collector collector(wanted, accept);
   constexpr int kRounds = 8;
   for (int round = 0; round < kRounds && !collector.full(); ++round) {

@@ -3,6 +3,7 @@
 #include <map>
 #include <set>
 
+#include "carb/error.hpp"
 #include "carb/space.hpp"
 
 namespace carb {
@@ -80,6 +81,30 @@ TEST(SampleStratified, HonoursTheFilterAndFallsBackToAllThatPass) {
   const auto all = sample_random(space, 5000, 5, only_batch_one);
   EXPECT_EQ(all.size(), 17280u / 9);
   EXPECT_EQ(std::set<std::uint64_t>(all.begin(), all.end()).size(), all.size());
+}
+
+}  // namespace
+}  // namespace carb
+
+namespace carb {
+namespace {
+
+TEST(Sample, RefusesSamplesTooLargeToHold) {
+  const Space space = Space::from_yaml(
+      "block: basic\nstage_blocks: [[1,2,3,4,5,6,7,8], [1,2,3,4,5,6,7,8], [1,2,3,4,5,6,7,8], "
+      "[1,2,3,4,5,6,7,8]]\nwidth: [0.25, 0.5, 0.75, 1, 1.25, 1.5, 1.75, 2]\n"
+      "resolution: [32, 64, 96, 128, 160, 192, 224, 256]\nbatch: [1, 2, 4, 8, 16, 32, 64, 128]\n"
+      "precision: [fp32, fp16, bf16]\n"
+      "stage_widths: [[16, 32], [32, 64], [64, 128], [128, 256]]\n",
+      "big.yaml");
+  ASSERT_GT(space.size(), 60'000'000u);
+  try {
+    sample_random(space, 60'000'000, 1);
+    FAIL() << "no error";
+  } catch (const Error& error) {
+    EXPECT_NE(std::string(error.what()).find("too large: at most 50000000"), std::string::npos);
+  }
+  EXPECT_EQ(sample_stratified(space, 1000, 1).size(), 1000u);
 }
 
 }  // namespace
