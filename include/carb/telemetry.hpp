@@ -1,0 +1,146 @@
+// CPU energy meters (Linux RAPL through powercap sysfs, perf power events, or an explicit "no
+// sensor" with its reason), host information for provenance, and this process's resident memory.
+// Every sysfs/procfs reader takes the root directory it reads under ("/" on a live machine) so
+// tests can replay recorded files from a temporary directory.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <nlohmann/json_fwd.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace carb {
+
+/// Energy over one measurement window, from start() to stop() of an EnergyMeter.
+struct EnergyWindow {
+  /// Total energy of every CPU package over the window, joules; nullopt when it could not be
+  /// measured (never 0 and never an estimate in that case).
+  std::optional<double> energy_j;
+  double duration_s = 0.0;         ///< steady-clock seconds from start() to stop()
+  std::string unavailable_reason;  ///< why energy_j is nullopt; empty when it has a value
+};
+
+/// The package power assumed when deciding how often a wrapping counter must be polled. RAPL does
+/// not expose a package's limit, so this is the highest TDP of current server CPUs (Xeon 6980P,
+/// EPYC 9965); brief turbo excursions above it are why callers should poll well inside the bound.
+inline constexpr double kAssumedMaxPackagePowerW = 500.0;
+
+/// A CPU energy sensor read around measurement windows. Not thread-safe; one window at a time.
+///
+/// Usage: start(); then sample() at least every max_poll_interval_s() while the window lasts;
+/// then stop(). A counter that wraps more than once between two reads loses whole wraps without
+/// any trace, so a window whose reads are further apart than max_poll_interval_s() is reported
+/// as unavailable rather than as a possibly short figure.
+class EnergyMeter {
+ public:
+  virtual ~EnergyMeter() = default;
+
+  /// The energy method as stored with a measurement: "rapl", "perf" or "none".
+  virtual std::string name() const = 0;
+  /// What exactly is read (sysfs zones or perf event and CPUs); "none" without a sensor.
+  virtual std::string sensor() const = 0;
+  /// Whether windows can carry energy at all.
+  virtual bool available() const = 0;
+  /// Why the meter is unavailable; empty when available() is true.
+  virtual std::string unavailable_reason() const = 0;
+  /// The longest safe gap between two counter reads, seconds: the time one counter range lasts at
+  /// kAssumedMaxPackagePowerW. For powercap RAPL with a typical 262143 J range, about 524 s.
+  virtual double max_poll_interval_s() const = 0;
+
+  /// Begins a window (restarting any window in progress) and takes the first counter reading.
+  virtual void start() = 0;
+  /// Reads the counters and adds the energy since the previous read; keeps long windows exact.
+  virtual void sample() = 0;
+  /// Takes the last reading and ends the window. Requires a window started with start().
+  virtual EnergyWindow stop() = 0;
+};
+
+/// The explicit "no sensor here" meter: every window has a duration and no energy, with the
+/// reason the meter was created with.
+class NoSensorMeter final : public EnergyMeter {
+ public:
+  explicit NoSensorMeter(std::string reason);
+
+  std::string name() const override;
+  std::string sensor() const override;
+  bool available() const override;
+  std::string unavailable_reason() const override;
+  double max_poll_interval_s() const override;
+  void start() override;
+  void sample() override;
+  EnergyWindow stop() override;
+
+ private:
+  std::string reason_;
+  std::optional<std::chrono::steady_clock::time_point> start_time_;  // nullopt outside a window
+};
+
+/// Opens RAPL through `root`/sys/class/powercap: every package zone (intel-rapl:N named
+/// package-*; AMD exposes its packages under the same name), summed; subzones (core, dram) and
+/// psys are left out so nothing is counted twice. Returns a NoSensorMeter with the reason (path
+/// and whether it is missing, permission-denied, unreadable or malformed) when it cannot be read.
+std::unique_ptr<EnergyMeter> open_rapl_meter(const std::filesystem::path& root = "/");
+
+/// Opens perf's power/energy-pkg/ event (perf_event_open, pid -1) on one CPU of each package,
+/// as listed by `root`/sys/bus/event_source/devices/power/cpumask, summed; or a NoSensorMeter
+/// with the reason.
+std::unique_ptr<EnergyMeter> open_perf_energy_meter(const std::filesystem::path& root = "/");
+
+/// The best CPU energy meter under `root`: RAPL, else perf, else a NoSensorMeter whose reason
+/// says why each of the two failed.
+std::unique_ptr<EnergyMeter> open_cpu_energy_meter(const std::filesystem::path& root = "/");
+
+/// ISA extensions that decide which inference kernels a CPU runs, in /proc/cpuinfo's spelling.
+inline constexpr std::string_view kInferenceIsaFlags[] = {
+    "sse4_2",      "avx",         "avx2",     "fma",      "avx512f",
+    "avx512_bf16", "avx512_vnni", "amx_bf16", "amx_tile", "avx512_fp16"};
+
+/// The host a measurement ran on, read from procfs and sysfs.
+struct HostInfo {
+  std::string hostname;        ///< /proc/sys/kernel/hostname (what uname() reports)
+  std::string kernel_release;  ///< /proc/sys/kernel/osrelease (uname -r)
+  std::string cpu_model;       ///< cpuinfo "model name", whitespace collapsed; empty if absent
+  std::string cpu_vendor;      ///< cpuinfo "vendor_id", e.g. "GenuineIntel"; empty if absent
+  int logical_cpus = 0;        ///< processor entries in cpuinfo (online logical CPUs)
+  /// Distinct (physical id, core id) pairs; nullopt when cpuinfo has no topology fields.
+  std::optional<int> physical_cores;
+  std::optional<int> sockets;  ///< distinct physical ids; nullopt when cpuinfo has none
+  /// The kInferenceIsaFlags every logical CPU has, in kInferenceIsaFlags order.
+  std::vector<std::string> isa_flags;
+  /// cpufreq scaling governor per logical CPU id, or "unavailable: <reason>".
+  std::map<int, std::string> scaling_governors;
+  std::uint64_t memory_total_bytes = 0;  ///< /proc/meminfo MemTotal
+};
+
+/// Reads HostInfo under `root`. Throws carb::Error (runtime) when cpuinfo, meminfo, hostname or
+/// osrelease cannot be read or parsed; a missing cpufreq is recorded, not thrown.
+HostInfo read_host_info(const std::filesystem::path& root = "/");
+
+/// One governor for the whole host: the common name, "mixed(name xN, ...)" when CPUs differ, or
+/// "unavailable" when no CPU has one (the reason is left out so the summary stays stable).
+std::string governor_summary(const HostInfo& host);
+
+/// A stable string naming what decides CPU performance: CPU model, logical CPUs, ISA flags and
+/// governor summary. It leaves out the hostname, so identical machines share a fingerprint.
+std::string device_fingerprint(const HostInfo& host);
+
+/// Every HostInfo field plus "governor" (governor_summary) and "fingerprint", as a JSON object.
+nlohmann::json host_info_json(const HostInfo& host);
+
+/// This process's peak resident set since it started, bytes (getrusage ru_maxrss). Throws
+/// carb::Error (runtime) if getrusage fails.
+std::uint64_t peak_rss_bytes();
+
+/// This process's current resident set, bytes: resident pages of `root`/proc/self/statm times the
+/// page size. The kernel keeps it in per-CPU batches, so it may differ from peak_rss_bytes() by a
+/// few hundred KiB even at the peak. Throws carb::Error (runtime) when statm cannot be read or
+/// parsed.
+std::uint64_t current_rss_bytes(const std::filesystem::path& root = "/");
+
+}  // namespace carb
