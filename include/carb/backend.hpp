@@ -1,0 +1,146 @@
+// Inference backends: a Backend lists Devices; a Device says whether it supports a configuration
+// and prepares a Session that runs one forward pass. Timing, repetition and statistics are never
+// in here (the measure module times Session::run()/sync()).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "carb/graph.hpp"
+#include "carb/space.hpp"
+
+namespace carb {
+
+/// Whether a device can run a configuration; `reason` says why not (empty when supported).
+struct Support {
+  bool supported = false;
+  std::string reason;
+
+  static Support yes() { return {true, {}}; }
+  static Support no(std::string why) { return {false, std::move(why)}; }
+  /// "supported", or "unsupported: <reason>" (the status and detail a measurement row stores).
+  std::string to_string() const { return supported ? "supported" : "unsupported: " + reason; }
+};
+
+/// Whether a device runs one precision, and why not when it does not.
+struct PrecisionSupport {
+  Precision precision = Precision::kFp32;
+  bool supported = false;
+  std::string reason;  ///< empty when supported
+};
+
+/// What a device is and what it can do, for supports() and for provenance.
+struct DeviceInfo {
+  std::string id;       ///< unique among all backends' devices, e.g. "cpu:0"
+  std::string kind;     ///< "cpu" or "cuda"
+  std::string name;     ///< the hardware model, e.g. "AMD EPYC 7B13"
+  std::string library;  ///< the inference library and its version, e.g. "oneDNN 2.6.3"
+  std::string isa;      ///< instruction set the library's kernels use, e.g. "avx2"
+  int threads = 0;      ///< compute threads a session uses (CPU), 0 where not applicable
+  std::vector<PrecisionSupport> precisions;  ///< one entry per Precision
+};
+
+/// Bytes of the buffers a session holds. Everything is allocated in prepare() and held until the
+/// session dies, so the steady-state total is weight + activation + scratchpad bytes. The
+/// library's own small objects (generated kernel code, primitive cache) are not buffers and are
+/// not counted.
+struct MemoryUsage {
+  /// Folded weights and biases in the kernels' layouts, any channel padding included.
+  std::int64_t weight_bytes = 0;
+  std::int64_t activation_bytes = 0;  ///< the activation arena (planned offsets, buffers reused)
+  std::int64_t scratchpad_bytes = 0;  ///< the one scratchpad shared by every kernel
+  /// High-water mark over the session's life: the steady state plus the largest transient
+  /// staging during prepare() (one layer's generated and folded parameters, or the input).
+  std::int64_t peak_bytes = 0;
+
+  std::int64_t steady_bytes() const { return weight_bytes + activation_bytes + scratchpad_bytes; }
+};
+
+/// One kernel a session runs, for provenance.
+struct KernelInfo {
+  std::string name;            ///< the IR layers it computes, e.g. "layer1.0.conv2+bn2+add+relu"
+  std::string implementation;  ///< the library's name for the chosen kernel, e.g. "brg:avx512_core"
+};
+
+/// A network prepared on a device: weights loaded, buffers allocated, kernels chosen. Holds an
+/// input (seeded at prepare) and writes an output; not thread-safe.
+class Session {
+ public:
+  virtual ~Session() = default;
+
+  /// Enqueues one forward pass of the whole batch; may return before it finishes.
+  virtual void run() = 0;
+  /// Waits until every enqueued forward pass has finished.
+  virtual void sync() = 0;
+
+  /// The network this session runs.
+  virtual const Network& network() const = 0;
+  /// Bytes this session holds.
+  virtual MemoryUsage memory() const = 0;
+  /// The kernels run() executes, in order.
+  virtual std::vector<KernelInfo> kernels() const = 0;
+
+  /// Replaces the input with NCHW float values (network().tensors[input].elements() of them);
+  /// throws carb::Error (input) on a size mismatch. Not part of run().
+  virtual void set_input(std::span<const float> values) = 0;
+  /// The output of the last run() (waiting for it to finish), as float logits in
+  /// [batch][classes] order.
+  virtual std::vector<float> read_output() = 0;
+};
+
+/// One device of a backend.
+class Device {
+ public:
+  virtual ~Device() = default;
+  virtual const DeviceInfo& info() const = 0;
+  /// Whether prepare() can run the configuration; never throws for any configuration.
+  virtual Support supports(const Config& config) const = 0;
+  /// Builds a session whose parameters and input come from `seed` (generate_layer_parameters,
+  /// generate_input). Throws carb::Error: input when supports() says no, runtime when the
+  /// library or the environment fails; std::bad_alloc when memory runs out. The session does
+  /// not refer to this Device.
+  virtual std::unique_ptr<Session> prepare(const Config& config, std::uint64_t seed) const = 0;
+};
+
+/// An inference library and the devices it can drive on this machine (possibly none).
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  /// "cpu" or "cuda".
+  virtual std::string_view name() const = 0;
+  virtual const std::vector<std::unique_ptr<Device>>& devices() const = 0;
+};
+
+/// Every backend compiled into this build, in a fixed order (cpu first). Throws carb::Error
+/// (runtime) when a library fails to initialise.
+std::vector<std::unique_ptr<Backend>> make_backends();
+
+/// Batch-norm epsilon of every generated network (PyTorch's default).
+inline constexpr double kBatchNormEpsilon = 1e-5;
+
+/// Seeded parameters of one IR layer, in PyTorch's layouts. Conv: weight OIHW. Batch norm:
+/// weight = gamma, bias = beta, running_mean, running_var. Fully connected: weight
+/// [classes][inputs], bias. Other layers: all empty.
+struct LayerParameters {
+  std::vector<float> weight;
+  std::vector<float> bias;
+  std::vector<float> running_mean;
+  std::vector<float> running_var;
+};
+
+/// Parameters of layer `layer_index` of `network`, a pure function of (network, index, seed)
+/// that keeps activations O(1): He-uniform conv weights, gamma ~1 (the last batch norm of each
+/// residual branch scaled by 1/sqrt(blocks) so the residual sum does not grow with depth),
+/// beta and mean within 0.1, variance 1 +- 0.1, PyTorch's default fc initialisation. Every
+/// backend and the conformance reference use it, so they compute the same function.
+LayerParameters generate_layer_parameters(const Network& network, int layer_index,
+                                          std::uint64_t seed);
+/// The seeded NCHW input of `network`, uniform in [-1, 1).
+std::vector<float> generate_input(const Network& network, std::uint64_t seed);
+
+}  // namespace carb

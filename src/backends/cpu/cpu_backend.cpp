@@ -1,0 +1,131 @@
+// The CPU device: what oneDNN can run on this processor, and sessions on it.
+#include "cpu_backend.hpp"
+
+#include <omp.h>
+
+#include <fstream>
+
+#include "carb/error.hpp"
+#include "dnnl_check.hpp"
+
+namespace carb::cpu {
+
+namespace {
+
+std::string_view isa_name(dnnl::cpu_isa isa) {
+  switch (isa) {
+    case dnnl::cpu_isa::all:
+      return "all";
+    case dnnl::cpu_isa::sse41:
+      return "sse41";
+    case dnnl::cpu_isa::avx:
+      return "avx";
+    case dnnl::cpu_isa::avx2:
+      return "avx2";
+    case dnnl::cpu_isa::avx2_vnni:
+      return "avx2_vnni";
+    case dnnl::cpu_isa::avx512_mic:
+      return "avx512_mic";
+    case dnnl::cpu_isa::avx512_mic_4ops:
+      return "avx512_mic_4ops";
+    case dnnl::cpu_isa::avx512_core:
+      return "avx512_core";
+    case dnnl::cpu_isa::avx512_core_vnni:
+      return "avx512_core_vnni";
+    case dnnl::cpu_isa::avx512_core_bf16:
+      return "avx512_core_bf16";
+    case dnnl::cpu_isa::avx512_core_amx:
+      return "avx512_core_amx";
+  }
+  return "unknown";
+}
+
+// The processor's model name from /proc/cpuinfo; informational, so a missing file is no error.
+std::string cpu_model_name() {
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(cpuinfo, line)) {
+    if (line.rfind("model name", 0) == 0) {
+      const std::size_t colon = line.find(':');
+      if (colon != std::string::npos && colon + 2 <= line.size()) return line.substr(colon + 2);
+    }
+  }
+  return "unknown CPU";
+}
+
+std::string library_version() {
+  const dnnl_version_t* version = dnnl::version();
+  return "oneDNN " + std::to_string(version->major) + "." + std::to_string(version->minor) + "." +
+         std::to_string(version->patch) + " (" + version->hash + ")";
+}
+
+// oneDNN 2.6 runs bf16 at full speed only with the AVX-512 BF16 or AMX instructions; on older
+// CPUs it emulates them, many times slower than fp32, which would measure the emulation.
+PrecisionSupport bf16_support(dnnl::cpu_isa isa) {
+  if (isa == dnnl::cpu_isa::avx512_core_bf16 || isa == dnnl::cpu_isa::avx512_core_amx) {
+    return {Precision::kBf16, true, {}};
+  }
+  return {Precision::kBf16, false,
+          "bf16 needs avx512_bf16 or amx_bf16; this CPU's ISA is " + std::string(isa_name(isa))};
+}
+
+class CpuDevice final : public Device {
+ public:
+  CpuDevice() : engine_(CARB_DNNL(dnnl::engine(dnnl::engine::kind::cpu, 0))) {
+    const dnnl::cpu_isa isa = dnnl::get_effective_cpu_isa();
+    info_.id = "cpu:0";
+    info_.kind = "cpu";
+    info_.name = cpu_model_name();
+    info_.library = library_version();
+    info_.isa = isa_name(isa);
+    info_.threads = omp_get_max_threads();
+    info_.precisions = {
+        {Precision::kFp32, true, {}},
+        {Precision::kFp16, false,
+         "fp16 is not supported on CPU: oneDNN 2.6 has no fp16 convolution kernels for CPUs"},
+        bf16_support(isa),
+    };
+  }
+
+  const DeviceInfo& info() const override { return info_; }
+
+  Support supports(const Config& config) const override {
+    if (const std::string why = invalid_reason(config); !why.empty()) {
+      return Support::no("invalid configuration: " + why);
+    }
+    for (const PrecisionSupport& precision : info_.precisions) {
+      if (precision.precision == config.precision && !precision.supported) {
+        return Support::no(precision.reason);
+      }
+    }
+    return Support::yes();
+  }
+
+  std::unique_ptr<Session> prepare(const Config& config, std::uint64_t seed) const override {
+    if (const Support support = supports(config); !support.supported) {
+      throw Error(ErrorCategory::kInput,
+                  to_key(config) + " on " + info_.id + ": " + support.to_string());
+    }
+    return make_cpu_session(build_network(config), seed, engine_);
+  }
+
+ private:
+  DeviceInfo info_;
+  dnnl::engine engine_;
+};
+
+class CpuBackend final : public Backend {
+ public:
+  CpuBackend() { devices_.push_back(std::make_unique<CpuDevice>()); }
+  std::string_view name() const override { return "cpu"; }
+  const std::vector<std::unique_ptr<Device>>& devices() const override { return devices_; }
+
+ private:
+  std::vector<std::unique_ptr<Device>> devices_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cpu_backend() { return std::make_unique<CpuBackend>(); }
+
+}  // namespace carb::cpu

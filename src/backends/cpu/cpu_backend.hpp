@@ -1,0 +1,20 @@
+// The CPU backend on oneDNN: one device (every core of the machine) and its sessions.
+#pragma once
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include <memory>
+
+#include "carb/backend.hpp"
+
+namespace carb::cpu {
+
+/// The oneDNN CPU backend. Threads: oneDNN's OpenMP runtime uses OMP_NUM_THREADS (default: every
+/// core the process may run on); DNNL_MAX_CPU_ISA caps the instruction set it dispatches to.
+std::unique_ptr<Backend> make_cpu_backend();
+
+/// Prepares `network` on `engine` (a CPU engine) in fp32 or bf16 activations and weights.
+std::unique_ptr<Session> make_cpu_session(const Network& network, std::uint64_t seed,
+                                          const dnnl::engine& engine);
+
+}  // namespace carb::cpu

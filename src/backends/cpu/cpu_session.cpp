@@ -1,0 +1,397 @@
+// The CPU session: oneDNN primitives built from the execution plan, batch norm folded into the
+// conv weights, weights reordered once into the layouts the kernels chose, activations in one
+// planned arena (nhwc), and one user-mode scratchpad shared by every primitive.
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <optional>
+#include <unordered_map>
+
+#include "carb/error.hpp"
+#include "cpu_backend.hpp"
+#include "dnnl_check.hpp"
+#include "plan.hpp"
+
+namespace carb::cpu {
+
+namespace {
+
+using Memory = dnnl::memory;
+using DataType = Memory::data_type;
+using Tag = Memory::format_tag;
+
+// Every arena buffer starts on a 64-byte boundary (a cache line), so no two buffers share a line
+// and aligned vector loads never split one.
+constexpr std::int64_t kAlignmentBytes = 64;
+
+// One activation layout for every tensor, so no reorder runs between layers: nhwc needs no
+// channel padding (buffer sizes equal the analytic tensor sizes) and oneDNN's jit conv and
+// pooling kernels take it directly. With nChw8c the 3-channel stem conv fell back to oneDNN's
+// reference kernel (ref:any), ~30x slower on avx2.
+constexpr Tag kActivationLayout = Tag::nhwc;
+
+struct FreeDeleter {
+  void operator()(std::byte* bytes) const { std::free(bytes); }
+};
+using Buffer = std::unique_ptr<std::byte, FreeDeleter>;
+
+std::int64_t round_up(std::int64_t bytes, std::int64_t alignment) {
+  return (bytes + alignment - 1) / alignment * alignment;
+}
+
+// Out of memory is std::bad_alloc throughout, so the measure module maps one type to `oom`.
+Buffer allocate(std::int64_t bytes) {
+  if (bytes == 0) return nullptr;
+  void* block = std::aligned_alloc(static_cast<std::size_t>(kAlignmentBytes),
+                                   static_cast<std::size_t>(round_up(bytes, kAlignmentBytes)));
+  if (block == nullptr) throw std::bad_alloc();
+  return Buffer(static_cast<std::byte*>(block));
+}
+
+std::int64_t desc_bytes(const Memory::desc& desc) {
+  return static_cast<std::int64_t>(desc.get_size());
+}
+
+template <typename T>
+std::int64_t vector_bytes(const std::vector<T>& values) {
+  return static_cast<std::int64_t>(values.size() * sizeof(T));
+}
+
+dnnl::primitive_attr user_scratchpad() {
+  dnnl::primitive_attr attr;
+  CARB_DNNL(attr.set_scratchpad_mode(dnnl::scratchpad_mode::user));
+  return attr;
+}
+
+Memory::desc activation_desc(const Shape& shape, DataType data_type) {
+  return CARB_DNNL(
+      Memory::desc({shape.n, shape.c, shape.h, shape.w}, data_type, kActivationLayout));
+}
+
+// A [batch][channels] view of an n x c x 1 x 1 nhwc tensor: the same bytes, as inner product
+// wants them.
+Memory::desc matrix_desc(const Shape& shape, DataType data_type) {
+  CARB_CHECK(shape.h == 1 && shape.w == 1, "matrix view of a tensor with spatial extent");
+  return CARB_DNNL(Memory::desc({shape.n, shape.c}, data_type, Tag::nc));
+}
+
+// A conv's weights with its batch norm folded in: w' = w * s, b = beta - mean * s per output
+// channel, s = gamma / sqrt(var + eps), computed in double. Folds into `conv.weight` in place.
+std::vector<float> fold_batch_norm(LayerParameters& conv, const LayerParameters& batch_norm) {
+  const std::size_t channels = batch_norm.weight.size();
+  const std::size_t per_channel = conv.weight.size() / channels;
+  std::vector<float> bias(channels);
+  for (std::size_t o = 0; o < channels; ++o) {
+    const double scale =
+        static_cast<double>(batch_norm.weight[o]) /
+        std::sqrt(static_cast<double>(batch_norm.running_var[o]) + kBatchNormEpsilon);
+    for (std::size_t i = o * per_channel; i < (o + 1) * per_channel; ++i) {
+      conv.weight[i] = static_cast<float>(conv.weight[i] * scale);
+    }
+    bias[o] = static_cast<float>(batch_norm.bias[o] - batch_norm.running_mean[o] * scale);
+  }
+  return bias;
+}
+
+// What prepare() chose for one op: the primitive and, for conv and fc, the reorder of the
+// generated weights into the primitive's weight layout.
+struct OpDescription {
+  dnnl::primitive_desc primitive;
+  std::optional<dnnl::reorder::primitive_desc> weights_reorder;
+};
+
+// One primitive of run() with its arguments bound to arena, weights and scratchpad memory.
+struct Kernel {
+  dnnl::primitive primitive;
+  std::unordered_map<int, Memory> args;
+  KernelInfo info;
+};
+
+// A reorder between a caller's float buffer and an arena tensor (input and output conversion,
+// not part of run()).
+struct Conversion {
+  dnnl::reorder::primitive_desc desc;
+  dnnl::reorder primitive;
+  Memory::desc user_desc;  ///< the caller's float layout
+  Memory arena_view;       ///< the arena tensor
+};
+
+class CpuSession final : public Session {
+ public:
+  CpuSession(const Network& network, std::uint64_t seed, const dnnl::engine& engine)
+      : network_(network),
+        engine_(engine),
+        stream_(CARB_DNNL(dnnl::stream(engine, dnnl::stream::flags::in_order))),
+        data_type_(network.config.precision == Precision::kBf16 ? DataType::bf16 : DataType::f32),
+        plan_(plan_execution(network)) {
+    CARB_CHECK(network.config.precision != Precision::kFp16, "fp16 reached the CPU engine");
+    const std::vector<OpDescription> descriptions = describe_primitives();
+    allocate_buffers();
+    for (std::size_t k = 0; k < plan_.ops.size(); ++k) {
+      bind_kernel(plan_.ops[k], descriptions[k], seed);
+    }
+    input_.arena_view = arena_view(plan_.input_value, input_.desc.dst_desc());
+    output_.arena_view = arena_view(plan_.output_value, output_.desc.src_desc());
+    input_.primitive = CARB_DNNL(dnnl::reorder(input_.desc));
+    output_.primitive = CARB_DNNL(dnnl::reorder(output_.desc));
+
+    const std::vector<float> input = generate_input(network_, seed);
+    memory_.peak_bytes = std::max(memory_.peak_bytes, memory_.steady_bytes() + vector_bytes(input));
+    set_input(input);
+  }
+
+  void run() override {
+    for (Kernel& kernel : kernels_) CARB_DNNL(kernel.primitive.execute(stream_, kernel.args));
+  }
+
+  void sync() override { CARB_DNNL(stream_.wait()); }
+
+  const Network& network() const override { return network_; }
+  MemoryUsage memory() const override { return memory_; }
+
+  std::vector<KernelInfo> kernels() const override {
+    std::vector<KernelInfo> infos;
+    infos.reserve(kernels_.size());
+    for (const Kernel& kernel : kernels_) infos.push_back(kernel.info);
+    return infos;
+  }
+
+  void set_input(std::span<const float> values) override {
+    const std::int64_t expected =
+        network_.tensors[static_cast<std::size_t>(network_.input)].elements();
+    if (static_cast<std::int64_t>(values.size()) != expected) {
+      throw Error(ErrorCategory::kInput, "input of " + to_key(network_.config) + " needs " +
+                                             std::to_string(expected) + " values, got " +
+                                             std::to_string(values.size()));
+    }
+    // A reorder only reads its source, so handing oneDNN a non-const pointer is safe.
+    convert(input_, const_cast<float*>(values.data()), true);
+  }
+
+  std::vector<float> read_output() override {
+    const Shape& shape = network_.tensors[static_cast<std::size_t>(network_.output)];
+    std::vector<float> values(static_cast<std::size_t>(shape.elements()));
+    convert(output_, values.data(), false);
+    return values;
+  }
+
+ private:
+  const Shape& tensor(int id) const { return network_.tensors[static_cast<std::size_t>(id)]; }
+  const Layer& layer(int index) const { return network_.layers[static_cast<std::size_t>(index)]; }
+  Memory::desc activation_desc_of(int value) const {
+    return activation_desc(plan_.values[static_cast<std::size_t>(value)].shape, data_type_);
+  }
+
+  // Phase 1: every primitive descriptor, so the shared scratchpad size is known before anything
+  // is allocated. Also describes the input and output conversions.
+  std::vector<OpDescription> describe_primitives() {
+    std::vector<OpDescription> descriptions;
+    descriptions.reserve(plan_.ops.size());
+    for (const Op& op : plan_.ops) {
+      OpDescription description{describe(op), std::nullopt};
+      note_scratchpad(description.primitive.scratchpad_desc());
+      if (op.kind == OpKind::kConv || op.kind == OpKind::kFullyConnected) {
+        description.weights_reorder = CARB_DNNL(
+            dnnl::reorder::primitive_desc(engine_, plain_weights_desc(op), engine_,
+                                          description.primitive.weights_desc(), user_scratchpad()));
+        note_scratchpad(description.weights_reorder->scratchpad_desc());
+      }
+      descriptions.push_back(std::move(description));
+    }
+    const Shape& in = tensor(network_.input);
+    input_.user_desc = CARB_DNNL(Memory::desc({in.n, in.c, in.h, in.w}, DataType::f32, Tag::nchw));
+    input_.desc = CARB_DNNL(dnnl::reorder::primitive_desc(engine_, input_.user_desc, engine_,
+                                                          activation_desc_of(plan_.input_value),
+                                                          user_scratchpad()));
+    const Shape& out = tensor(network_.output);
+    output_.user_desc = matrix_desc(out, DataType::f32);
+    output_.desc = CARB_DNNL(dnnl::reorder::primitive_desc(
+        engine_, matrix_desc(out, data_type_), engine_, output_.user_desc, user_scratchpad()));
+    note_scratchpad(input_.desc.scratchpad_desc());
+    note_scratchpad(output_.desc.scratchpad_desc());
+    return descriptions;
+  }
+
+  void note_scratchpad(const Memory::desc& desc) {
+    scratchpad_bytes_needed_ = std::max(scratchpad_bytes_needed_, desc_bytes(desc));
+  }
+
+  dnnl::primitive_desc describe(const Op& op) const {
+    const Layer& source = layer(op.layer);
+    const Shape& in = tensor(source.inputs[0]);
+    const Shape& out = tensor(source.output);
+    const dnnl::primitive_attr attr = user_scratchpad();
+    const auto prop = dnnl::prop_kind::forward_inference;
+    switch (op.kind) {
+      case OpKind::kConv: {
+        dnnl::post_ops post_ops;
+        if (op.sum) CARB_DNNL(post_ops.append_sum(1.0f));
+        if (op.relu) {
+          CARB_DNNL(post_ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f));
+        }
+        dnnl::primitive_attr conv_attr = attr;
+        CARB_DNNL(conv_attr.set_post_ops(post_ops));
+        const Memory::dim stride = source.stride;
+        const Memory::dim padding = source.padding;
+        const Memory::desc weights = CARB_DNNL(
+            Memory::desc({out.c, in.c, source.kernel, source.kernel}, data_type_, Tag::any));
+        // Bias stays f32 in bf16 too: oneDNN accepts it, and the folded shift keeps its bits.
+        const Memory::desc bias = CARB_DNNL(Memory::desc({out.c}, DataType::f32, Tag::a));
+        // padding_r = padding_l: oneDNN's shape check floors like PyTorch's output size does.
+        const dnnl::convolution_forward::desc desc = CARB_DNNL(dnnl::convolution_forward::desc(
+            prop, dnnl::algorithm::convolution_direct, activation_desc_of(op.input), weights, bias,
+            activation_desc_of(op.output), {stride, stride}, {padding, padding},
+            {padding, padding}));
+        return CARB_DNNL(dnnl::convolution_forward::primitive_desc(desc, conv_attr, engine_));
+      }
+      case OpKind::kMaxPool:
+      case OpKind::kGlobalAvgPool: {
+        const bool max = op.kind == OpKind::kMaxPool;
+        const Memory::dim kernel_h = max ? source.kernel : in.h;
+        const Memory::dim kernel_w = max ? source.kernel : in.w;
+        const Memory::dim stride = source.stride;
+        const Memory::dim padding = max ? source.padding : 0;
+        const dnnl::pooling_forward::desc desc = CARB_DNNL(dnnl::pooling_forward::desc(
+            prop, max ? dnnl::algorithm::pooling_max : dnnl::algorithm::pooling_avg_exclude_padding,
+            activation_desc_of(op.input), activation_desc_of(op.output), {stride, stride},
+            {kernel_h, kernel_w}, {padding, padding}, {padding, padding}));
+        return CARB_DNNL(dnnl::pooling_forward::primitive_desc(desc, attr, engine_));
+      }
+      case OpKind::kFullyConnected: {
+        const Memory::desc weights = CARB_DNNL(Memory::desc({out.c, in.c}, data_type_, Tag::any));
+        const Memory::desc bias = CARB_DNNL(Memory::desc({out.c}, DataType::f32, Tag::a));
+        const dnnl::inner_product_forward::desc desc = CARB_DNNL(dnnl::inner_product_forward::desc(
+            prop, matrix_desc(in, data_type_), weights, bias, matrix_desc(out, data_type_)));
+        return CARB_DNNL(dnnl::inner_product_forward::primitive_desc(desc, attr, engine_));
+      }
+    }
+    CARB_CHECK(false, "unknown op kind");
+    return {};
+  }
+
+  // The generated weights' layout: PyTorch's OIHW (conv) or [out][in] (fc), f32.
+  Memory::desc plain_weights_desc(const Op& op) const {
+    const Layer& source = layer(op.layer);
+    const Shape& in = tensor(source.inputs[0]);
+    const Shape& out = tensor(source.output);
+    if (op.kind == OpKind::kFullyConnected) {
+      return CARB_DNNL(Memory::desc({out.c, in.c}, DataType::f32, Tag::ab));
+    }
+    return CARB_DNNL(
+        Memory::desc({out.c, in.c, source.kernel, source.kernel}, DataType::f32, Tag::oihw));
+  }
+
+  // Phase 2: the arena at its planned size and the shared scratchpad.
+  void allocate_buffers() {
+    std::vector<BufferRequest> requests;
+    requests.reserve(plan_.values.size());
+    for (std::size_t v = 0; v < plan_.values.size(); ++v) {
+      const Value& value = plan_.values[v];
+      requests.push_back(
+          {desc_bytes(activation_desc_of(static_cast<int>(v))), value.first_op, value.last_op});
+    }
+    arena_plan_ = plan_arena(requests, kAlignmentBytes);
+    arena_ = allocate(arena_plan_.arena_bytes);
+    memory_.activation_bytes = arena_plan_.arena_bytes;
+    memory_.scratchpad_bytes = round_up(scratchpad_bytes_needed_, kAlignmentBytes);
+    scratchpad_ = allocate(memory_.scratchpad_bytes);
+    memory_.peak_bytes = memory_.steady_bytes();
+  }
+
+  Memory arena_view(int value, const Memory::desc& desc) const {
+    return CARB_DNNL(Memory(
+        desc, engine_, arena_.get() + arena_plan_.offsets_bytes[static_cast<std::size_t>(value)]));
+  }
+
+  std::unordered_map<int, Memory> scratchpad_arg(const Memory::desc& desc) const {
+    if (desc_bytes(desc) == 0) return {};
+    return {{DNNL_ARG_SCRATCHPAD, CARB_DNNL(Memory(desc, engine_, scratchpad_.get()))}};
+  }
+
+  // Phase 3, per op: weights generated, folded and reordered (one layer staged at a time, so the
+  // transient bytes stay small and counted), and the primitive with its arguments.
+  void bind_kernel(const Op& op, const OpDescription& description, std::uint64_t seed) {
+    const dnnl::primitive_desc& desc = description.primitive;
+    Kernel kernel;
+    kernel.primitive = CARB_DNNL(dnnl::primitive(desc));
+    kernel.info = {op.name, CARB_DNNL(std::string(desc.impl_info_str()))};
+    kernel.args = scratchpad_arg(desc.scratchpad_desc());
+    kernel.args.emplace(DNNL_ARG_SRC, arena_view(op.input, CARB_DNNL(desc.src_desc())));
+    kernel.args.emplace(DNNL_ARG_DST, arena_view(op.output, CARB_DNNL(desc.dst_desc())));
+    if (description.weights_reorder) {
+      load_weights(op, desc, *description.weights_reorder, seed, kernel);
+    }
+    kernels_.push_back(std::move(kernel));
+  }
+
+  void load_weights(const Op& op, const dnnl::primitive_desc& desc,
+                    const dnnl::reorder::primitive_desc& reorder_desc, std::uint64_t seed,
+                    Kernel& kernel) {
+    Memory weights = CARB_DNNL(Memory(desc.weights_desc(), engine_));
+    Memory bias = CARB_DNNL(Memory(desc.weights_desc(1), engine_));
+    memory_.weight_bytes += desc_bytes(desc.weights_desc()) + desc_bytes(desc.weights_desc(1));
+
+    LayerParameters parameters = generate_layer_parameters(network_, op.layer, seed);
+    std::int64_t staged_bytes = vector_bytes(parameters.weight);
+    std::vector<float> bias_values;
+    if (op.kind == OpKind::kConv) {
+      const LayerParameters batch_norm = generate_layer_parameters(network_, op.batch_norm, seed);
+      staged_bytes += vector_bytes(batch_norm.weight) + vector_bytes(batch_norm.bias) +
+                      vector_bytes(batch_norm.running_mean) + vector_bytes(batch_norm.running_var);
+      bias_values = fold_batch_norm(parameters, batch_norm);
+    } else {
+      bias_values = std::move(parameters.bias);
+    }
+    staged_bytes += vector_bytes(bias_values);
+    memory_.peak_bytes = std::max(memory_.peak_bytes, memory_.steady_bytes() + staged_bytes);
+
+    const Memory plain =
+        CARB_DNNL(Memory(plain_weights_desc(op), engine_, parameters.weight.data()));
+    std::unordered_map<int, Memory> args = scratchpad_arg(reorder_desc.scratchpad_desc());
+    args.emplace(DNNL_ARG_FROM, plain);
+    args.emplace(DNNL_ARG_TO, weights);
+    CARB_DNNL(dnnl::reorder(reorder_desc).execute(stream_, args));
+    CARB_DNNL(stream_.wait());
+    CARB_CHECK(desc_bytes(desc.weights_desc(1)) == vector_bytes(bias_values), "bias size");
+    std::memcpy(CARB_DNNL(bias.get_data_handle()), bias_values.data(),
+                bias_values.size() * sizeof(float));
+
+    kernel.args.emplace(DNNL_ARG_WEIGHTS, std::move(weights));
+    kernel.args.emplace(DNNL_ARG_BIAS, std::move(bias));
+  }
+
+  // Runs a conversion between a caller's float buffer and the arena, and waits for it (the
+  // caller's buffer must outlive it; in-order, so it also waits for every enqueued run()).
+  void convert(const Conversion& conversion, float* user_values, bool to_arena) {
+    const Memory user = CARB_DNNL(Memory(conversion.user_desc, engine_, user_values));
+    std::unordered_map<int, Memory> args = scratchpad_arg(conversion.desc.scratchpad_desc());
+    args.emplace(DNNL_ARG_FROM, to_arena ? user : conversion.arena_view);
+    args.emplace(DNNL_ARG_TO, to_arena ? conversion.arena_view : user);
+    CARB_DNNL(conversion.primitive.execute(stream_, args));
+    CARB_DNNL(stream_.wait());
+  }
+
+  Network network_;
+  dnnl::engine engine_;
+  dnnl::stream stream_;
+  DataType data_type_;
+  ExecutionPlan plan_;
+  std::int64_t scratchpad_bytes_needed_ = 0;
+  ArenaPlan arena_plan_;
+  Buffer arena_;
+  Buffer scratchpad_;
+  std::vector<Kernel> kernels_;
+  Conversion input_;
+  Conversion output_;
+  MemoryUsage memory_;
+};
+
+}  // namespace
+
+std::unique_ptr<Session> make_cpu_session(const Network& network, std::uint64_t seed,
+                                          const dnnl::engine& engine) {
+  return std::make_unique<CpuSession>(network, seed, engine);
+}
+
+}  // namespace carb::cpu

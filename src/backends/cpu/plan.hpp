@@ -1,0 +1,71 @@
+// How the CPU engine runs a network: IR layers fused into kernels (execution plan) and activation
+// buffers placed in one arena (memory plan). Pure functions of the IR, tested on their own.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "carb/graph.hpp"
+
+namespace carb::cpu {
+
+/// What one kernel computes.
+enum class OpKind { kConv, kMaxPool, kGlobalAvgPool, kFullyConnected };
+
+/// One kernel: an IR conv/pool/fc layer with the batch norm, add and ReLU layers fused into it.
+struct Op {
+  OpKind kind = OpKind::kConv;
+  int layer = -1;       ///< IR index of the conv, pool or fc layer
+  int batch_norm = -1;  ///< IR index of the batch norm folded into the conv, or -1
+  /// The destination already holds the residual identity and the conv result is added to it
+  /// (oneDNN's sum post-op), so the add costs no buffer and no pass over memory.
+  bool sum = false;
+  bool relu = false;  ///< ReLU applied last (eltwise post-op)
+  int input = -1;     ///< value read
+  int output = -1;    ///< value written (the identity's value when `sum`)
+  std::string name;   ///< the IR layers it computes, e.g. "layer1.0.conv2+bn2+add+relu"
+};
+
+/// One activation buffer: a tensor and every tensor written over it in place.
+struct Value {
+  Shape shape;
+  int first_op = -1;  ///< op that first writes it (0 for the network input)
+  int last_op = -1;   ///< last op that reads or writes it, inclusive
+};
+
+/// Kernels in execution order and the values they pass. The network input and output values are
+/// live for the whole pass: the input must survive for the next run(), the output for reading.
+struct ExecutionPlan {
+  std::vector<Op> ops;
+  std::vector<Value> values;
+  int input_value = -1;
+  int output_value = -1;
+};
+
+/// Fuses the IR: conv + batch norm (+ ReLU); a block's last conv + batch norm + add (+ ReLU) as
+/// one conv that accumulates into the identity's buffer, run where the IR runs the add (after
+/// the downsample branch), which is legal because the add is the identity's last use.
+ExecutionPlan plan_execution(const Network& network);
+
+/// A buffer to place: its size and the ops during which it is live (inclusive).
+struct BufferRequest {
+  std::int64_t size_bytes = 0;
+  int first_op = 0;
+  int last_op = 0;
+};
+
+/// Offsets of buffers in one arena.
+struct ArenaPlan {
+  std::vector<std::int64_t> offsets_bytes;  ///< one per request, multiples of the alignment
+  std::int64_t arena_bytes = 0;             ///< bytes the arena needs
+  /// The largest sum of aligned sizes live during one op: no placement can use less.
+  std::int64_t peak_live_bytes = 0;
+};
+
+/// Greedy-by-size best-fit placement: buffers are placed largest first, each into the smallest
+/// gap between already placed buffers whose lifetimes overlap its own (else above them), so
+/// buffers with disjoint lifetimes share bytes.
+ArenaPlan plan_arena(const std::vector<BufferRequest>& requests, std::int64_t alignment_bytes);
+
+}  // namespace carb::cpu

@@ -1,0 +1,256 @@
+// The CPU device and its sessions: capabilities, unsupported configurations, memory accounting,
+// determinism, repeated runs, input/output, kernel provenance and the oneDNN check macro.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <new>
+
+#include "carb/backend.hpp"
+#include "carb/error.hpp"
+#include "cpu/cpu_backend.hpp"
+#include "cpu/dnnl_check.hpp"
+#include "cpu/plan.hpp"
+#include "reference.hpp"
+
+namespace carb {
+namespace {
+
+constexpr std::uint64_t kSeed = 7;
+constexpr const char* kTinyBasic = "basic10_w0.25_ds_r32_b2_fp32_k10";
+constexpr const char* kTinyBottleneck = "bottleneck26_w0.25_ds_r33_b1_fp32_k10";
+
+class CpuDeviceTest : public ::testing::Test {
+ protected:
+  CpuDeviceTest() : backend_(cpu::make_cpu_backend()), device_(*backend_->devices().at(0)) {}
+
+  std::unique_ptr<Session> prepare(const std::string& key, std::uint64_t seed = kSeed) const {
+    return device_.prepare(parse_key(key), seed);
+  }
+  static std::vector<float> run_once(Session& session) {
+    session.run();
+    session.sync();
+    return session.read_output();
+  }
+
+  std::unique_ptr<Backend> backend_;
+  const Device& device_;
+};
+
+bool bitwise_equal(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+TEST(Registry, ListsTheCpuBackendFirstWithOneDevice) {
+  const auto backends = make_backends();
+  ASSERT_FALSE(backends.empty());
+  EXPECT_EQ(backends.front()->name(), "cpu");
+  ASSERT_EQ(backends.front()->devices().size(), 1u);
+  EXPECT_EQ(backends.front()->devices().front()->info().id, "cpu:0");
+}
+
+TEST_F(CpuDeviceTest, DescribesItsCapabilities) {
+  const DeviceInfo& info = device_.info();
+  EXPECT_EQ(info.kind, "cpu");
+  EXPECT_FALSE(info.name.empty());
+  EXPECT_EQ(info.library.rfind("oneDNN 2.", 0), 0u) << info.library;
+  EXPECT_FALSE(info.isa.empty());
+  EXPECT_GE(info.threads, 1);
+  ASSERT_EQ(info.precisions.size(), 3u);
+  for (const PrecisionSupport& precision : info.precisions) {
+    EXPECT_EQ(precision.supported, precision.reason.empty()) << to_string(precision.precision);
+    if (precision.precision == Precision::kFp32) {
+      EXPECT_TRUE(precision.supported);
+    } else if (precision.precision == Precision::kFp16) {
+      EXPECT_FALSE(precision.supported);
+    }
+  }
+}
+
+TEST_F(CpuDeviceTest, Fp16IsAStatusWithAReasonNotAnException) {
+  const Config config = parse_key("basic18_w0.25_ds_r32_b1_fp16");
+  Support support;
+  EXPECT_NO_THROW(support = device_.supports(config));
+  EXPECT_FALSE(support.supported);
+  EXPECT_NE(support.reason.find("fp16"), std::string::npos) << support.reason;
+  EXPECT_EQ(support.to_string(), "unsupported: " + support.reason);
+  try {
+    device_.prepare(config, kSeed);
+    FAIL() << "prepare accepted an unsupported configuration";
+  } catch (const Error& error) {
+    EXPECT_EQ(error.category(), ErrorCategory::kInput);
+    EXPECT_NE(std::string(error.what()).find(support.reason), std::string::npos);
+  }
+}
+
+TEST_F(CpuDeviceTest, Bf16SupportFollowsTheInstructionSet) {
+  const Support support = device_.supports(parse_key("basic18_w0.25_ds_r32_b1_bf16"));
+  const bool native =
+      device_.info().isa == "avx512_core_bf16" || device_.info().isa == "avx512_core_amx";
+  EXPECT_EQ(support.supported, native);
+  if (!native) {
+    EXPECT_EQ(support.reason,
+              "bf16 needs avx512_bf16 or amx_bf16; this CPU's ISA is " + device_.info().isa);
+  }
+}
+
+TEST_F(CpuDeviceTest, InvalidConfigurationIsAStatus) {
+  Config config = parse_key(kTinyBasic);
+  config.batch = 0;
+  ASSERT_FALSE(invalid_reason(config).empty());
+  Support support;
+  EXPECT_NO_THROW(support = device_.supports(config));
+  EXPECT_FALSE(support.supported);
+  EXPECT_EQ(support.reason, "invalid configuration: " + invalid_reason(config));
+}
+
+TEST_F(CpuDeviceTest, SupportsFp32) {
+  EXPECT_TRUE(device_.supports(parse_key(kTinyBasic)).supported);
+  EXPECT_EQ(device_.supports(parse_key(kTinyBasic)).to_string(), "supported");
+}
+
+// Folded parameters: every conv's weights plus one bias per output channel (the folded batch
+// norm), and the fc's weights and bias.
+std::int64_t folded_parameter_bytes(const Network& network) {
+  std::int64_t count = 0;
+  for (const Layer& layer : network.layers) {
+    if (layer.kind == LayerKind::kConv) {
+      count += layer.params + network.tensors[static_cast<std::size_t>(layer.output)].c;
+    } else if (layer.kind == LayerKind::kFullyConnected) {
+      count += layer.params;
+    }
+  }
+  return count * static_cast<std::int64_t>(sizeof(float));
+}
+
+TEST_F(CpuDeviceTest, WeightBytesAreTheFoldedParametersInTheKernelsLayouts) {
+  // Channel counts here are multiples of 8, so the kernels' weight layouts carry no padding.
+  for (const char* key : {kTinyBasic, kTinyBottleneck}) {
+    const auto session = prepare(key);
+    EXPECT_EQ(session->memory().weight_bytes, folded_parameter_bytes(session->network())) << key;
+  }
+  // Odd channel counts (6, 13, 26, ...) may be padded to the kernels' vector blocks, and the
+  // padding is held, so it is counted.
+  const auto odd = prepare("bottleneck26_w0.1_ds_r32_b1_fp32_k10");
+  EXPECT_GE(odd->memory().weight_bytes, folded_parameter_bytes(odd->network()));
+}
+
+TEST_F(CpuDeviceTest, ArenaIsThePlannedArenaAndWithinTheAnalyticPeakPlusTheKeptInput) {
+  for (const char* key :
+       {kTinyBasic, kTinyBottleneck, "basic8s1.1.1_c8.16.32_w1_nods_r16_b2_fp32_k10",
+        "bottleneck26_w0.1_nods_r33_b2_fp32"}) {
+    const auto session = prepare(key);
+    const Network& network = session->network();
+    const MemoryUsage memory = session->memory();
+
+    // The session holds exactly what the planner placed (nhwc fp32 buffers need no padding).
+    const cpu::ExecutionPlan plan = cpu::plan_execution(network);
+    std::vector<cpu::BufferRequest> requests;
+    for (const cpu::Value& value : plan.values) {
+      requests.push_back({value.shape.elements() * 4, value.first_op, value.last_op});
+    }
+    const cpu::ArenaPlan arena = cpu::plan_arena(requests, 64);
+    EXPECT_EQ(memory.activation_bytes, arena.arena_bytes) << key;
+
+    // Fusion never makes a live set larger than the analytic in-place model's, but the input is
+    // kept for the whole pass (the next run() reads it again) and buffers are 64-byte aligned.
+    const Features features = compute_features(network);
+    const std::int64_t input_bytes = network.tensors[0].elements() * 4;
+    const auto alignment_slack_bytes = 64 * static_cast<std::int64_t>(plan.values.size());
+    EXPECT_LE(memory.activation_bytes,
+              features.peak_activation_bytes + input_bytes + alignment_slack_bytes)
+        << key;
+    EXPECT_GE(memory.activation_bytes, arena.peak_live_bytes) << key;
+
+    EXPECT_EQ(memory.steady_bytes(),
+              memory.weight_bytes + memory.activation_bytes + memory.scratchpad_bytes);
+    EXPECT_GT(memory.peak_bytes, memory.steady_bytes()) << "staging is counted";
+    EXPECT_EQ(memory.scratchpad_bytes % 64, 0);
+  }
+}
+
+TEST_F(CpuDeviceTest, SameSeedGivesIdenticalBitsAndAnotherSeedDoesNot) {
+  const std::vector<float> first = run_once(*prepare(kTinyBottleneck, 11));
+  const std::vector<float> second = run_once(*prepare(kTinyBottleneck, 11));
+  const std::vector<float> other = run_once(*prepare(kTinyBottleneck, 12));
+  EXPECT_TRUE(bitwise_equal(first, second));
+  EXPECT_FALSE(bitwise_equal(first, other));
+}
+
+TEST_F(CpuDeviceTest, RunCanBeRepeatedAndKeepsItsInput) {
+  const auto session = prepare(kTinyBasic);
+  const std::vector<float> first = run_once(*session);
+  for (int i = 0; i < 3; ++i) session->run();
+  session->sync();
+  EXPECT_TRUE(bitwise_equal(session->read_output(), first));
+}
+
+TEST_F(CpuDeviceTest, SetInputReplacesTheInput) {
+  const auto session = prepare(kTinyBasic);
+  const Network& network = session->network();
+  const std::vector<float> seeded = run_once(*session);
+
+  const std::vector<float> input = generate_input(network, kSeed + 1);
+  session->set_input(input);
+  const std::vector<float> other = run_once(*session);
+  EXPECT_FALSE(bitwise_equal(other, seeded));
+  EXPECT_LE(testing::relative_error(other, testing::reference_forward(network, kSeed, input)),
+            1e-4);
+
+  session->set_input(generate_input(network, kSeed));
+  EXPECT_TRUE(bitwise_equal(run_once(*session), seeded));
+
+  const std::vector<float> wrong_size(5, 0.0f);
+  try {
+    session->set_input(wrong_size);
+    FAIL() << "set_input accepted 5 values";
+  } catch (const Error& error) {
+    EXPECT_EQ(error.category(), ErrorCategory::kInput);
+  }
+}
+
+TEST_F(CpuDeviceTest, KernelsFuseEveryBatchNormReluAndResidualAdd) {
+  const auto session = prepare(kTinyBottleneck);
+  const Network& network = session->network();
+  const Features features = compute_features(network);
+  const std::vector<KernelInfo> kernels = session->kernels();
+  // One kernel per conv, pool and fc; batch norm, ReLU and add run inside the convs.
+  EXPECT_EQ(static_cast<int>(kernels.size()),
+            features.layer_counts[LayerKind::kConv] + features.layer_counts[LayerKind::kMaxPool] +
+                features.layer_counts[LayerKind::kGlobalAvgPool] +
+                features.layer_counts[LayerKind::kFullyConnected]);
+  int adds = 0;
+  int relus = 0;
+  for (const KernelInfo& kernel : kernels) {
+    EXPECT_FALSE(kernel.implementation.empty()) << kernel.name;
+    adds += kernel.name.find("+add") != std::string::npos ? 1 : 0;
+    relus += kernel.name.find("+relu") != std::string::npos ? 1 : 0;
+  }
+  EXPECT_EQ(adds, features.layer_counts[LayerKind::kAdd]);
+  EXPECT_EQ(relus, features.layer_counts[LayerKind::kRelu]);
+  EXPECT_EQ(kernels.front().name, "conv1+bn1+relu");
+  EXPECT_EQ(kernels.back().name, "fc");
+}
+
+TEST(DnnlCheck, TurnsAOneDnnFailureIntoARuntimeErrorNamingTheCall) {
+  const dnnl::memory::desc md({2, 3}, dnnl::memory::data_type::f32, dnnl::memory::format_tag::ab);
+  try {
+    // A reshape to a different element count is invalid.
+    CARB_DNNL(md.reshape({7}));
+    FAIL() << "the invalid reshape did not throw";
+  } catch (const Error& error) {
+    const std::string message = error.what();
+    EXPECT_EQ(error.category(), ErrorCategory::kRuntime);
+    EXPECT_NE(message.find("oneDNN call md.reshape({7}) failed at "), std::string::npos) << message;
+    EXPECT_NE(message.find("cpu_device_test.cpp:"), std::string::npos) << message;
+    EXPECT_NE(message.find("invalid_arguments"), std::string::npos) << message;
+  }
+}
+
+TEST(DnnlCheck, PassesResultsThrough) {
+  const dnnl::memory::desc md = CARB_DNNL(
+      dnnl::memory::desc({2, 3}, dnnl::memory::data_type::f32, dnnl::memory::format_tag::ab));
+  EXPECT_EQ(md.get_size(), 24u);
+}
+
+}  // namespace
+}  // namespace carb

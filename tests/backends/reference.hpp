@@ -1,0 +1,21 @@
+// The conformance oracle: a plain float64 forward pass over the IR, one layer at a time, no fusion.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "carb/graph.hpp"
+
+namespace carb::testing {
+
+/// Logits [batch][classes] of `network` with the parameters generate_layer_parameters(seed)
+/// gives, on `input` (NCHW). Batch norm in inference mode with running statistics.
+std::vector<double> reference_forward(const Network& network, std::uint64_t seed,
+                                      std::span<const float> input);
+
+/// max |actual - expected| / max |expected|: the error relative to the largest reference logit.
+/// Normwise rather than elementwise because logits near zero have no meaningful relative error.
+double relative_error(std::span<const float> actual, std::span<const double> expected);
+
+}  // namespace carb::testing
