@@ -1,0 +1,209 @@
+// The measurement database: one SQLite file per campaign (or shard) holding campaigns, devices,
+// configurations, measurements with their provenance, and raw latency samples. Writes are
+// idempotent by measurement key, so a campaign can be killed at any moment and resumed.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <iosfwd>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace carb {
+
+/// Points in time as the store keeps them: UTC, stored as ISO 8601 text with milliseconds.
+using Timestamp = std::chrono::system_clock::time_point;
+
+/// The outcome of measuring one configuration (design.md, "Errors" 3). `ok` and `unsupported`
+/// are final; the others are failures that a resumed campaign retries up to a limit.
+enum class MeasurementStatus { kOk, kUnsupported, kOom, kTimeout, kCrashed, kError };
+std::string_view to_string(MeasurementStatus status);
+std::optional<MeasurementStatus> parse_measurement_status(std::string_view text);
+/// Whether a status is final: a measurement with it is never retried nor overwritten.
+bool is_final(MeasurementStatus status);
+
+/// Which clock a latency was read from: the device's own (CUDA events) or the host's wall clock
+/// after synchronisation.
+enum class SampleClock { kDevice, kWall };
+std::string_view to_string(SampleClock clock);
+
+/// SHA-256 of `data` as 64 lower-case hex digits (FIPS 180-4; implemented here, no dependency).
+std::string sha256_hex(std::string_view data);
+
+/// The measurement key: SHA-256 (hex) of the configuration key, the device fingerprint, the
+/// software versions string and the canonical dump of the protocol JSON (keys sorted, no
+/// spaces), each prefixed by its length so no two inputs share an encoding. Throws carb::Error
+/// (input) when `protocol_json` is not JSON.
+std::string measurement_key(std::string_view configuration_key, std::string_view device_fingerprint,
+                            std::string_view software_versions, std::string_view protocol_json);
+
+/// One measurement campaign: a spec profiled under one protocol.
+struct CampaignRecord {
+  std::int64_t id = 0;  ///< assigned by the store
+  std::string name;
+  std::string spec_text;     ///< the design-space spec as written (YAML)
+  std::string spec_hash;     ///< SHA-256 of spec_text; computed by the store
+  Timestamp created_at;      ///< set by the store when the campaign is first recorded
+  std::string carb_version;  ///< empty: this build's version
+  std::string git_commit;    ///< empty: this build's commit
+  std::string protocol_json = "{}";
+};
+
+/// A device measurements were made on. The fingerprint identifies it (e.g. a GPU UUID plus
+/// driver, or CPU model plus cores and governor) and is supplied by the backend.
+struct DeviceRecord {
+  std::int64_t id = 0;  ///< assigned by the store
+  std::string fingerprint;
+  std::string kind;  ///< "cpu" or "cuda"
+  std::string name;  ///< human-readable, e.g. "NVIDIA H200"
+  /// JSON object: CPU model, cores, ISA, governor, GPU UUID, driver, library versions, ...
+  std::string details_json = "{}";
+};
+
+/// Summary statistics of one clock's latency samples, ms.
+struct LatencyStats {
+  double median_ms = 0;
+  double mean_ms = 0;
+  double p5_ms = 0;
+  double p95_ms = 0;
+  double cv = 0;           ///< coefficient of variation: standard deviation / mean, dimensionless
+  std::int64_t count = 0;  ///< samples; must equal the number of raw samples stored with it
+  double ci_half_width_ms = 0;  ///< half-width of the 95% confidence interval of the median
+  bool converged = false;       ///< whether the half-width met the protocol's target in time
+};
+
+/// One measurement: a configuration on a device under a protocol. Optional fields are NULL in
+/// the database; a missing energy is NULL with its reason, never 0.
+struct MeasurementRecord {
+  std::string measurement_key;     ///< must equal measurement_key() of the fields below
+  std::string configuration_key;   ///< canonical (carb::to_key)
+  std::string device_fingerprint;  ///< of a device recorded with Store::ensure_device
+  std::int64_t campaign_id = 0;
+  std::string software_versions;  ///< e.g. "carb 0.1.0; oneDNN 2.6.3; driver 550.54"
+  MeasurementStatus status = MeasurementStatus::kError;
+  std::string detail;  ///< why a measurement failed, or notes on a successful one
+  int attempts = 0;    ///< measurements made of this key so far; counted by the store on write
+  Timestamp started_at;
+  Timestamp finished_at;
+
+  std::optional<LatencyStats> device_latency;  ///< device-side timing (absent on CPU)
+  std::vector<double> device_samples_ms;       ///< raw device-side samples, in order
+  std::optional<LatencyStats> wall_latency;    ///< host wall time; required when status is ok
+  std::vector<double> wall_samples_ms;         ///< raw wall-time samples, in order
+
+  std::optional<double> energy_j;            ///< total energy of one inference (whole batch), J
+  std::optional<std::string> energy_method;  ///< e.g. "nvml-total-energy", "rapl-powercap"
+  std::optional<std::string> energy_sensor;  ///< e.g. "GPU-1234...", "intel-rapl:0"
+  std::optional<std::string> energy_null_reason;         ///< required when an ok row has no energy
+  std::optional<double> energy_window_s;                 ///< length of the energy window, s
+  std::optional<std::int64_t> energy_window_inferences;  ///< inferences in that window
+  std::optional<double> idle_power_w;                    ///< idle-power baseline, W
+  /// energy_j minus idle power over one inference's share of the window, J; it can be slightly
+  /// negative through noise and is kept as measured.
+  std::optional<double> dynamic_energy_j;
+
+  std::optional<std::int64_t> engine_peak_bytes;  ///< allocator high-water mark, all buffers
+  std::optional<std::int64_t> weights_bytes;
+  std::optional<std::int64_t> activation_bytes;
+  std::optional<std::int64_t> scratchpad_bytes;        ///< cuDNN workspace / oneDNN scratchpad
+  std::optional<std::int64_t> process_peak_rss_bytes;  ///< worker ru_maxrss or NVML per-process
+  std::optional<std::int64_t> baseline_rss_bytes;  ///< the same figure before the network existed
+
+  std::string provenance_json = "{}";  ///< host, clocks, temperatures, throttling, versions, ...
+  std::string protocol_json = "{}";    ///< protocol settings; part of the measurement key
+};
+
+/// What Store::write_measurement did.
+enum class WriteOutcome {
+  kInserted,  ///< the key was new
+  kReplaced,  ///< a failed measurement of the key was replaced (attempts incremented)
+  kKept,      ///< the key already had a final measurement, which was left as it was
+};
+
+/// The process that claims a key: host name and pid.
+struct ClaimOwner {
+  std::string host;
+  std::int64_t pid = 0;
+  /// This process.
+  static ClaimOwner current();
+  bool operator==(const ClaimOwner& other) const = default;
+};
+
+/// How a resumed campaign treats earlier attempts and other processes' claims.
+struct ResumePolicy {
+  int retry_limit = 3;  ///< most attempts per key; a failed key with this many is given up
+  /// A claim older than this is stale whoever holds it: set it above the longest time one
+  /// measurement can take (the worker timeout plus margin).
+  std::chrono::seconds claim_timeout{3600};
+};
+
+/// Formats of Store::export_measurements.
+enum class ExportFormat { kCsv, kJsonLines };
+
+/// An open carb database. Move-only; not safe to share between threads (open one per thread).
+/// Every method throws carb::Error: runtime for SQLite failures, input for bad records.
+class Store {
+ public:
+  /// Schema version this build reads and writes (PRAGMA user_version).
+  static constexpr int kSchemaVersion = 2;
+  /// PRAGMA application_id of carb databases: "CARB" in ASCII.
+  static constexpr std::int32_t kApplicationId = 0x43415242;
+
+  /// Opens an existing carb database, migrating an older schema forward. Throws carb::Error
+  /// (input) when the file is missing, not a carb database, or from a newer carb.
+  static Store open(const std::string& path);
+  /// Like open(), but creates the file and schema when the file is missing or empty.
+  static Store create_or_open(const std::string& path);
+
+  Store(Store&&) noexcept;
+  Store& operator=(Store&&) noexcept;
+  ~Store();
+
+  const std::string& path() const;
+  /// PRAGMA integrity_check's answer: "ok" or the problems found.
+  std::string integrity_check() const;
+
+  /// Records a campaign, or finds the one with the same name, spec and protocol; returns its id.
+  std::int64_t ensure_campaign(const CampaignRecord& campaign);
+  std::optional<CampaignRecord> find_campaign(std::int64_t id) const;
+  /// Records a device, or finds the one with the same fingerprint (its other fields are kept as
+  /// first recorded); returns its id.
+  std::int64_t ensure_device(const DeviceRecord& device);
+  std::optional<DeviceRecord> find_device(std::string_view fingerprint) const;
+
+  /// Writes one measurement, its configuration and its raw samples in one transaction, and
+  /// drops any claim on its key. Idempotent by key: a final row is never replaced; a failed
+  /// row is replaced and its attempt count carried forward.
+  WriteOutcome write_measurement(const MeasurementRecord& record);
+  /// The stored measurement of a key, raw samples included.
+  std::optional<MeasurementRecord> find_measurement(std::string_view measurement_key) const;
+
+  /// The keys, in the given order, that still need measuring: no row, or a failed row with
+  /// fewer than policy.retry_limit attempts. Claims are not consulted: claim() decides.
+  std::vector<std::string> pending(const std::vector<std::string>& keys,
+                                   const ResumePolicy& policy) const;
+  /// Claims a key for `owner` so no other process measures it. False when the key needs no
+  /// measuring (see pending()) or another live owner holds a fresh claim. A claim is stale,
+  /// and taken over, when its owner ran on this host and its pid is gone, or when it is older
+  /// than policy.claim_timeout. Claiming again as the same owner refreshes the claim.
+  bool claim(std::string_view measurement_key, const ClaimOwner& owner, const ResumePolicy& policy);
+  /// Drops `owner`'s claim on a key without writing a measurement (e.g. on interruption).
+  void release(std::string_view measurement_key, const ClaimOwner& owner);
+
+  /// Streams one row per measurement (ordered by configuration key, then measurement key), joined
+  /// with its campaign, device, configuration knobs and analytic features (carb::compute_features),
+  /// as CSV with a header or as JSON Lines. NULLs stay empty (CSV) or null (JSON), never 0. Returns
+  /// the rows written.
+  std::int64_t export_measurements(std::ostream& out, ExportFormat format,
+                                   bool ok_only = false) const;
+
+ private:
+  struct Impl;
+  Store(const std::string& path, bool create);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace carb

@@ -1,0 +1,196 @@
+// Export of measurements joined with configuration knobs and analytic features, as CSV or JSON
+// Lines, streamed row by row so an export never holds the database in memory.
+#include <algorithm>
+#include <array>
+#include <charconv>
+#include <nlohmann/json.hpp>
+#include <ostream>
+
+#include "carb/error.hpp"
+#include "carb/graph.hpp"
+#include "carb/space.hpp"
+#include "store_impl.hpp"
+
+namespace carb {
+
+namespace {
+
+using store::Statement;
+
+// Columns holding 0/1 that JSON shows as booleans.
+constexpr std::array<std::string_view, 3> kBooleanColumns = {"early_downsample", "device_converged",
+                                                             "wall_converged"};
+// Columns holding JSON text that JSON Lines nests as values rather than strings.
+constexpr std::array<std::string_view, 4> kJsonColumns = {"stage_blocks", "stage_widths",
+                                                          "provenance", "protocol"};
+// Analytic features added after the configuration knobs (the last knob column is "classes").
+constexpr std::array<const char*, 7> kFeatureColumns = {"params",
+                                                        "macs",
+                                                        "flops",
+                                                        "param_bytes",
+                                                        "activation_bytes",
+                                                        "peak_activation_bytes",
+                                                        "arithmetic_intensity"};
+constexpr std::string_view kLastKnobColumn = "classes";
+
+// One output value: NULL, an integer, a real or text; features join the row as numbers.
+struct Cell {
+  int type = SQLITE_NULL;
+  std::int64_t integer = 0;
+  double real = 0;
+  std::string text;
+};
+
+Cell read_cell(const Statement& row, int column) {
+  sqlite3_stmt* statement = row.get();
+  Cell cell;
+  cell.type = sqlite3_column_type(statement, column);
+  if (cell.type == SQLITE_INTEGER) cell.integer = sqlite3_column_int64(statement, column);
+  if (cell.type == SQLITE_FLOAT) cell.real = sqlite3_column_double(statement, column);
+  if (cell.type == SQLITE_TEXT) {
+    cell.text.assign(reinterpret_cast<const char*>(sqlite3_column_text(statement, column)),
+                     static_cast<std::size_t>(sqlite3_column_bytes(statement, column)));
+  }
+  return cell;
+}
+
+std::array<Cell, kFeatureColumns.size()> feature_cells(const Features& features) {
+  std::array<Cell, kFeatureColumns.size()> cells;
+  const std::array<std::int64_t, 6> integers = {features.params,
+                                                features.macs,
+                                                features.flops,
+                                                features.param_bytes,
+                                                features.activation_bytes,
+                                                features.peak_activation_bytes};
+  for (std::size_t index = 0; index < integers.size(); ++index) {
+    cells[index].type = SQLITE_INTEGER;
+    cells[index].integer = integers[index];
+  }
+  cells.back().type = SQLITE_FLOAT;
+  cells.back().real = features.arithmetic_intensity;
+  return cells;
+}
+
+// Shortest text that reads back to the same number, so an export loses nothing.
+template <typename Number>
+void write_number(std::ostream& out, Number value) {
+  char text[32];
+  const auto result = std::to_chars(text, text + sizeof text, value);
+  out.write(text, result.ptr - text);
+}
+
+void write_csv_field(std::ostream& out, const Cell& cell) {
+  switch (cell.type) {
+    case SQLITE_INTEGER:
+      write_number(out, cell.integer);
+      return;
+    case SQLITE_FLOAT:
+      write_number(out, cell.real);
+      return;
+    case SQLITE_TEXT:
+      // RFC 4180: quote fields holding a separator, quote or line break; double inner quotes.
+      if (cell.text.find_first_of(",\"\r\n") == std::string::npos) {
+        out << cell.text;
+        return;
+      }
+      out << '"';
+      for (char c : cell.text) {
+        if (c == '"') out << '"';
+        out << c;
+      }
+      out << '"';
+      return;
+    default:
+      return;  // NULL is an empty field, never 0
+  }
+}
+
+nlohmann::ordered_json json_value(const std::string& column, const Cell& cell) {
+  switch (cell.type) {
+    case SQLITE_INTEGER:
+      if (std::ranges::find(kBooleanColumns, column) != kBooleanColumns.end())
+        return cell.integer != 0;
+      return cell.integer;
+    case SQLITE_FLOAT:
+      return cell.real;
+    case SQLITE_TEXT:
+      if (std::ranges::find(kJsonColumns, column) != kJsonColumns.end())
+        return nlohmann::ordered_json::parse(cell.text);
+      return cell.text;
+    default:
+      return nullptr;
+  }
+}
+
+}  // namespace
+
+std::int64_t Store::export_measurements(std::ostream& out, ExportFormat format,
+                                        bool ok_only) const {
+  sqlite3* db = impl_->db.get();
+  store::Transaction transaction(db, store::Transaction::Mode::kRead);
+  Statement rows(db, std::string("SELECT * FROM measurement_view") +
+                         (ok_only ? " WHERE status = 'ok'" : "") +
+                         " ORDER BY configuration_key, measurement_key");
+  std::vector<std::string> columns;
+  int knob_end = 0;
+  for (int column = 0; column < rows.column_count(); ++column) {
+    columns.emplace_back(sqlite3_column_name(rows.get(), column));
+    if (columns.back() == kLastKnobColumn) knob_end = column + 1;
+  }
+  CARB_CHECK(knob_end > 0, "measurement_view lacks the knob columns");
+
+  const auto name_at = [&](std::size_t position) -> std::string {
+    const auto knobs = static_cast<std::size_t>(knob_end);
+    if (position < knobs) return columns[position];
+    if (position < knobs + kFeatureColumns.size()) return kFeatureColumns[position - knobs];
+    return columns[position - kFeatureColumns.size()];
+  };
+  const std::size_t width = columns.size() + kFeatureColumns.size();
+  if (format == ExportFormat::kCsv) {
+    for (std::size_t position = 0; position < width; ++position) {
+      out << (position ? "," : "") << name_at(position);
+    }
+    out << '\n';
+  }
+
+  // Features depend on the configuration only, and rows come grouped by configuration, so the
+  // last configuration's features are all there is to keep.
+  std::string features_key;
+  Features features;
+  const int key_column = rows.column("configuration_key");
+  std::int64_t written = 0;
+  while (rows.step()) {
+    std::vector<Cell> cells;
+    cells.reserve(width);
+    for (int column = 0; column < static_cast<int>(columns.size()); ++column) {
+      cells.push_back(read_cell(rows, column));
+    }
+    const std::string& key = cells[static_cast<std::size_t>(key_column)].text;
+    if (written == 0 || key != features_key) {
+      features = compute_features(build_network(parse_key(key)));
+      features_key = key;
+    }
+    const auto feature_row = feature_cells(features);
+    cells.insert(cells.begin() + knob_end, feature_row.begin(), feature_row.end());
+
+    if (format == ExportFormat::kCsv) {
+      for (std::size_t position = 0; position < width; ++position) {
+        if (position) out << ',';
+        write_csv_field(out, cells[position]);
+      }
+      out << '\n';
+    } else {
+      nlohmann::ordered_json object = nlohmann::ordered_json::object();
+      for (std::size_t position = 0; position < width; ++position) {
+        const std::string name = name_at(position);
+        object[name] = json_value(name, cells[position]);
+      }
+      out << object.dump() << '\n';
+    }
+    ++written;
+  }
+  transaction.commit();
+  return written;
+}
+
+}  // namespace carb

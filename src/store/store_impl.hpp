@@ -1,0 +1,26 @@
+// The state behind carb::Store, shared by the files that implement it.
+#pragma once
+
+#include <string>
+
+#include "carb/store.hpp"
+#include "sqlite.hpp"
+
+namespace carb {
+
+/// One connection to one database file.
+struct Store::Impl {
+  store::DatabasePtr db;
+  std::string path;
+  std::string host;  ///< this machine's name, to judge which claims' pids can be checked here
+};
+
+namespace store {
+
+/// ISO 8601 UTC with milliseconds, e.g. "2025-01-31T12:00:00.250Z": sorts as text in time order.
+std::string format_timestamp(Timestamp time);
+/// Parses format_timestamp()'s text; throws carb::Error (runtime) on anything else.
+Timestamp parse_timestamp(const std::string& text);
+
+}  // namespace store
+}  // namespace carb
