@@ -1,0 +1,83 @@
+// A profiling campaign: measure a list of configurations on one device into a carb database,
+// one worker process per configuration, resumable, shardable and safe to run concurrently.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "carb/measure.hpp"
+#include "carb/store.hpp"
+
+namespace carb {
+
+/// A deterministic share of a campaign's configurations: those whose key hashes to `index`
+/// modulo `count`.
+struct Shard {
+  int index = 0;
+  int count = 1;
+
+  /// Parses "K/N" (0 <= K < N) or "auto" (SLURM_ARRAY_TASK_ID/SLURM_ARRAY_TASK_COUNT, else
+  /// OMPI_COMM_WORLD_RANK/OMPI_COMM_WORLD_SIZE, else the whole campaign). Throws carb::Error
+  /// (usage) on bad text.
+  static Shard parse(const std::string& text);
+  /// Whether a configuration key belongs to this shard (SHA-256 of the key, modulo count).
+  bool contains(const std::string& configuration_key) const;
+};
+
+/// What to measure and where.
+struct CampaignOptions {
+  std::string name;       ///< campaign name (the spec's name)
+  std::string spec_text;  ///< the spec or key list as given, kept with the campaign
+  std::string db_path;
+  std::string device;  ///< a device id ("cpu:0") or kind ("cpu": its first device)
+  Protocol protocol;
+  ResumePolicy resume;
+  std::optional<double> time_budget_s;  ///< no new configuration starts after this long
+  Shard shard;
+  WorkerCommand worker;
+  double idle_window_s = 2.0;  ///< idle-power baseline window at the start, when a sensor exists
+};
+
+/// Where a running campaign is, for progress lines.
+struct CampaignProgress {
+  std::int64_t total = 0;     ///< configurations to measure in this run (pending in this shard)
+  std::int64_t finished = 0;  ///< measured or skipped so far in this run
+  double elapsed_s = 0;
+  std::map<std::string, std::int64_t> by_status;  ///< outcomes so far, by status name
+  std::string last_key;
+};
+
+/// What a campaign run did.
+struct CampaignSummary {
+  std::string device_id;
+  std::string device_fingerprint;
+  std::int64_t campaign_id = 0;
+  std::int64_t selected = 0;                     ///< configurations given
+  std::int64_t in_shard = 0;                     ///< of those, in this shard
+  std::int64_t already_done = 0;                 ///< final, or failed too often, before this run
+  std::int64_t claimed_elsewhere = 0;            ///< left to another process measuring them
+  std::int64_t not_started = 0;                  ///< left because the time budget ran out
+  std::map<std::string, std::int64_t> measured;  ///< this run's outcomes by status name
+  std::optional<double> idle_power_w;
+  std::string idle_power_null_reason;
+  double wall_s = 0;       ///< the whole run
+  double inference_s = 0;  ///< inside run()+sync(): warm-up, timed samples, energy windows
+  double prepare_s = 0;    ///< building sessions inside workers
+};
+
+/// Measures `configs` (in order) on one device into the database at options.db_path: skips keys
+/// already final (or failed options.resume.retry_limit times), claims each key so concurrent
+/// campaigns never measure one twice, runs each in a worker with a timeout, and writes each
+/// result in one transaction. Calls `progress` after every configuration.
+CampaignSummary run_campaign(const std::vector<Config>& configs, const CampaignOptions& options,
+                             const std::function<void(const CampaignProgress&)>& progress);
+
+/// Parses a duration such as "90", "90s", "30m", "2h" or "1h30m" into seconds; throws
+/// carb::Error (usage) on bad text.
+double parse_duration_s(const std::string& text);
+
+}  // namespace carb

@@ -1,0 +1,116 @@
+// The measurement protocol (method.md §2): warm-up, adaptive repetition until the median's 95%
+// confidence interval is tight, an energy window of repeated inferences, memory figures, and
+// per-configuration isolation in a worker process with a timeout. Timing lives here, never in a
+// backend. Statuses and latency statistics are the store's types (carb/store.hpp).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "carb/backend.hpp"
+#include "carb/store.hpp"
+#include "carb/telemetry.hpp"
+
+namespace carb {
+
+/// How carb measures. Fields marked (key) change what is measured and are part of the
+/// measurement key; the others only bound how long it may take.
+struct Protocol {
+  double warmup_min_s = 0.1;  ///< (key) warm up for at least this long...
+  int warmup_min_runs = 3;    ///< (key) ...and at least this many forward passes
+  int min_samples = 10;       ///< (key) timed forward passes, at least
+  double min_time_s = 0.5;    ///< (key) timed seconds, at least
+  double target_relative_ci =
+      0.01;                 ///< (key) stop when the median's 95% CI half-width / median <= this
+  double max_time_s = 5.0;  ///< (key) stop timing after this long, converged or not
+  double energy_window_min_s = 1.0;  ///< (key) energy window of repeated inferences, at least
+  double cooldown_s = 0.0;           ///< (key) idle time before each configuration
+  std::uint64_t seed = 1;            ///< (key) weights and input
+  double timeout_s = 300.0;          ///< a worker without a result after this long is killed
+
+  /// The (key) fields as a JSON object: what a measurement key hashes.
+  nlohmann::json key_json() const;
+  /// Every field as a JSON object.
+  nlohmann::json to_json() const;
+  /// Parses to_json()'s output; throws carb::Error (input) naming a bad field.
+  static Protocol from_json(const nlohmann::json& json);
+};
+
+/// Statistics of samples (any order, at least one): percentiles by linear interpolation, the
+/// median's 95% confidence interval from order statistics (binomial, normal approximation).
+LatencyStats summarize_latency(std::span<const double> samples_ms, double target_relative_ci);
+
+/// What measuring one configuration produced. Energy and memory fields are absent (NULL) when
+/// they could not be read, with the reason.
+struct Measurement {
+  MeasurementStatus status = MeasurementStatus::kError;
+  std::string detail;  ///< why it failed, or notes (e.g. "not converged")
+
+  std::optional<LatencyStats> wall_latency;  ///< host wall time of run()+sync()
+  std::vector<double> wall_samples_ms;
+  std::optional<LatencyStats> device_latency;  ///< device-side timing, where a device has it
+  std::vector<double> device_samples_ms;
+
+  std::optional<double> energy_j;  ///< one inference (whole batch), J
+  std::string energy_method;       ///< meter name: "rapl", "perf", "nvml", "none"
+  std::string energy_sensor;
+  std::string energy_null_reason;  ///< set when energy_j is absent
+  std::optional<double> energy_window_s;
+  std::optional<std::int64_t> energy_window_inferences;
+
+  std::optional<MemoryUsage> engine_memory;            ///< what the engine holds (exact)
+  std::optional<std::int64_t> process_peak_rss_bytes;  ///< worker ru_maxrss at the end
+  std::optional<std::int64_t> baseline_rss_bytes;      ///< worker RSS before the network existed
+
+  double prepare_s = 0;  ///< building the session (weights, kernels, buffers)
+  double warmup_s = 0;   ///< warm-up forward passes
+  double timed_s = 0;    ///< the timed forward passes
+  double energy_s = 0;   ///< the energy window
+  int warmup_runs = 0;
+
+  nlohmann::json provenance = nlohmann::json::object();  ///< kernels, threads, meter, ...
+
+  nlohmann::json to_json() const;
+  /// Parses to_json()'s output; throws carb::Error (runtime) on a malformed document.
+  static Measurement from_json(const nlohmann::json& json);
+};
+
+/// Measures one configuration in this process: supports() check, cooldown, prepare, warm-up,
+/// adaptive timing, the energy window (skipped, with the meter's reason, when the meter has no
+/// sensor), memory figures. Per-configuration failures come back as a status, not an exception.
+Measurement measure_configuration(const Device& device, const Config& config,
+                                  const Protocol& protocol, EnergyMeter& meter);
+
+/// Average power of an idle window of `seconds` (nothing running), W; nullopt with the meter's
+/// reason in `why` when the meter cannot measure it.
+std::optional<double> measure_idle_power_w(EnergyMeter& meter, double seconds, std::string* why);
+
+/// The energy meter for a device: the host's CPU meter (RAPL, perf or none) for CPU devices.
+std::unique_ptr<EnergyMeter> open_energy_meter(const DeviceInfo& device);
+
+/// How to start a worker: an executable and the arguments that put it in worker mode (carb
+/// uses itself: /proc/self/exe with the hidden verb "__worker").
+struct WorkerCommand {
+  std::string executable;
+  std::vector<std::string> arguments;
+};
+
+/// Measures one configuration in a fresh worker process (WorkerCommand + --device, --key,
+/// --protocol JSON), killed after protocol.timeout_s. A crash, a kill or a timeout becomes a
+/// status (crashed, oom, timeout) with the signal and the end of the worker's stderr.
+Measurement measure_in_worker(const WorkerCommand& command, const std::string& device_id,
+                              const Config& config, const Protocol& protocol);
+
+/// The worker's side: finds the device, measures the configuration and writes the Measurement's
+/// JSON on stdout. The environment variable CARB_WORKER_FAULT (segv, abort, hang, alloc) injects
+/// a fault after prepare, for testing the parent's handling of it. Returns the exit code.
+int worker_main(const std::string& device_id, const std::string& key,
+                const std::string& protocol_json);
+
+}  // namespace carb

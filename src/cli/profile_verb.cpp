@@ -1,0 +1,282 @@
+// carb devices | carb profile | carb export, and the hidden worker verb.
+#include <unistd.h>
+
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <sstream>
+
+#include "carb/campaign.hpp"
+#include "carb/error.hpp"
+#include "carb/graph.hpp"
+#include "output.hpp"
+#include "verbs.hpp"
+
+namespace carb::cli {
+
+namespace {
+
+std::string read_file(const std::string& path, const std::string& what) {
+  std::ifstream file(path);
+  if (!file) throw Error(ErrorCategory::kInput, path + ": cannot open " + what);
+  std::stringstream text;
+  text << file.rdbuf();
+  return text.str();
+}
+
+// --- carb devices -------------------------------------------------------------------------
+
+void run_devices(const std::string& format) {
+  const auto backends = make_backends();
+  auto writer = make_row_writer(
+      parse_format(format),
+      {"id", "kind", "name", "library", "isa", "threads", "fp32", "fp16", "bf16", "energy"},
+      std::cout);
+  for (const auto& backend : backends) {
+    for (const auto& device : backend->devices()) {
+      const DeviceInfo& info = device->info();
+      std::vector<Cell> row = {info.id,      info.kind, info.name,
+                               info.library, info.isa,  std::int64_t{info.threads}};
+      for (Precision precision : {Precision::kFp32, Precision::kFp16, Precision::kBf16}) {
+        std::string text = "unknown";
+        for (const PrecisionSupport& support : info.precisions) {
+          if (support.precision == precision) {
+            text = support.supported ? "yes" : "no: " + support.reason;
+          }
+        }
+        row.emplace_back(text);
+      }
+      const auto meter = open_energy_meter(info);
+      row.emplace_back(meter->available() ? meter->name() + " (" + meter->sensor() + ")"
+                                          : "none: " + meter->unavailable_reason());
+      writer->row(row);
+    }
+  }
+  writer->finish();
+}
+
+// --- carb profile -------------------------------------------------------------------------
+
+struct ProfileOptions {
+  std::string spec;
+  std::string keys_file;
+  std::string device = "cpu";
+  std::string db;
+  std::uint64_t sample = 0;
+  std::uint64_t seed = 0;
+  std::string sampling = "random";
+  std::string time_budget;
+  std::string shard = "0/1";
+  Protocol protocol;
+  int retry_limit = 3;
+  double idle_window_s = 2.0;
+};
+
+std::vector<Config> read_keys(const std::string& path) {
+  std::istringstream text(read_file(path, "key list"));
+  std::vector<Config> configs;
+  std::string line;
+  int line_number = 0;
+  while (std::getline(text, line)) {
+    ++line_number;
+    const std::size_t begin = line.find_first_not_of(" \t\r");
+    if (begin == std::string::npos || line[begin] == '#') continue;
+    const std::size_t end = line.find_last_not_of(" \t\r");
+    try {
+      configs.push_back(parse_key(line.substr(begin, end - begin + 1)));
+    } catch (const Error& error) {
+      throw input_error_at(path, line_number, static_cast<int>(begin) + 1, error.what());
+    }
+  }
+  if (configs.empty()) throw input_error_at(path, 0, 0, "the key list is empty");
+  return configs;
+}
+
+std::vector<Config> select_configs(const ProfileOptions& options) {
+  if (!options.keys_file.empty()) return read_keys(options.keys_file);
+  const Space space = Space::from_file(options.spec);
+  SpaceFeatures features(space);
+  const IndexFilter accept =
+      space.constraints().empty() ? IndexFilter() : IndexFilter([&](std::uint64_t index) {
+        return features.violated_constraint(index).empty();
+      });
+  std::vector<std::uint64_t> indices;
+  if (options.sample > 0) {
+    indices = options.sampling == "stratified"
+                  ? sample_stratified(space, options.sample, options.seed, accept)
+                  : sample_random(space, options.sample, options.seed, accept);
+  } else {
+    constexpr std::uint64_t kMaxWholeSpace = 10'000'000;
+    if (space.size() > kMaxWholeSpace) {
+      throw Error(ErrorCategory::kUsage, "the space has " + std::to_string(space.size()) +
+                                             " points: profile a --sample of it");
+    }
+    for (std::uint64_t index = 0; index < space.size(); ++index) {
+      if (!accept || accept(index)) indices.push_back(index);
+    }
+  }
+  std::vector<Config> configs;
+  configs.reserve(indices.size());
+  for (std::uint64_t index : indices) configs.push_back(space.at(index));
+  return configs;
+}
+
+std::string duration_text(double seconds) {
+  const auto total = static_cast<long long>(seconds + 0.5);
+  std::ostringstream text;
+  if (total >= 3600) text << total / 3600 << "h";
+  if (total >= 60) text << (total % 3600) / 60 << "m";
+  text << total % 60 << "s";
+  return text.str();
+}
+
+void print_progress(const CampaignProgress& progress, bool terminal) {
+  const double rate_per_min =
+      progress.elapsed_s > 0 ? static_cast<double>(progress.finished) * 60.0 / progress.elapsed_s
+                             : 0;
+  const double eta_s = progress.finished > 0
+                           ? progress.elapsed_s / static_cast<double>(progress.finished) *
+                                 static_cast<double>(progress.total - progress.finished)
+                           : 0;
+  std::ostringstream line;
+  line << "[" << progress.finished << "/" << progress.total << "] "
+       << static_cast<int>(rate_per_min + 0.5) << "/min, ETA " << duration_text(eta_s);
+  for (const auto& [status, count] : progress.by_status) line << ", " << status << " " << count;
+  line << "  " << progress.last_key;
+  if (terminal) {
+    std::cerr << "\r\033[K" << line.str() << std::flush;
+  } else if (progress.finished % 50 == 0 || progress.finished == progress.total) {
+    std::cerr << line.str() << "\n";
+  }
+}
+
+void run_profile(const ProfileOptions& options) {
+  if (options.spec.empty() == options.keys_file.empty()) {
+    throw Error(ErrorCategory::kUsage, "give either --spec or --keys");
+  }
+  CampaignOptions campaign;
+  campaign.spec_text = options.keys_file.empty() ? read_file(options.spec, "spec file")
+                                                 : read_file(options.keys_file, "key list");
+  const std::vector<Config> configs = select_configs(options);
+  campaign.name =
+      options.keys_file.empty() ? Space::from_file(options.spec).name() : options.keys_file;
+  campaign.db_path = options.db;
+  campaign.device = options.device;
+  campaign.protocol = options.protocol;
+  campaign.resume.retry_limit = options.retry_limit;
+  campaign.resume.claim_timeout =
+      std::chrono::seconds(static_cast<long long>(options.protocol.timeout_s * 2 + 60));
+  if (!options.time_budget.empty()) campaign.time_budget_s = parse_duration_s(options.time_budget);
+  campaign.shard = Shard::parse(options.shard);
+  campaign.worker = {"/proc/self/exe", {"__worker"}};
+  campaign.idle_window_s = options.idle_window_s;
+
+  const bool terminal = ::isatty(STDERR_FILENO) != 0;
+  const CampaignSummary summary = run_campaign(
+      configs, campaign,
+      [terminal](const CampaignProgress& progress) { print_progress(progress, terminal); });
+  if (terminal) std::cerr << "\n";
+
+  std::int64_t measured = 0;
+  std::string outcomes;
+  for (const auto& [status, count] : summary.measured) {
+    measured += count;
+    outcomes += (outcomes.empty() ? "" : ", ") + status + " " + std::to_string(count);
+  }
+  std::cout << "campaign " << summary.campaign_id << " on " << summary.device_id << " into "
+            << options.db << "\n"
+            << "  configurations: " << summary.selected << " selected, " << summary.in_shard
+            << " in shard " << campaign.shard.index << "/" << campaign.shard.count << "\n"
+            << "  measured now:   " << measured << (outcomes.empty() ? "" : " (" + outcomes + ")")
+            << "\n"
+            << "  skipped:        " << summary.already_done << " already done, "
+            << summary.claimed_elsewhere << " claimed by another process, " << summary.not_started
+            << " left by the time budget\n"
+            << "  idle power:     "
+            << (summary.idle_power_w ? std::to_string(*summary.idle_power_w) + " W"
+                                     : "NULL (" + summary.idle_power_null_reason + ")")
+            << "\n"
+            << "  time:           " << duration_text(summary.wall_s) << " wall, "
+            << duration_text(summary.inference_s) << " inside inferences, "
+            << duration_text(summary.prepare_s) << " preparing networks\n";
+}
+
+}  // namespace
+
+void add_profile_verbs(CLI::App& app) {
+  auto format = std::make_shared<std::string>("table");
+  CLI::App* devices = app.add_subcommand("devices", "devices on this machine and what they can do");
+  devices->add_option("--format", *format, "table, csv or json")
+      ->check(CLI::IsMember({"table", "csv", "json"}));
+  devices->callback([format] { run_devices(*format); });
+
+  auto options = std::make_shared<ProfileOptions>();
+  CLI::App* profile = app.add_subcommand(
+      "profile", "measure configurations on a device into a SQLite database (resumable)");
+  profile->add_option("--spec", options->spec, "design-space spec (YAML)");
+  profile->add_option("--keys", options->keys_file, "file with one configuration key per line");
+  profile->add_option("--device", options->device, "device id or kind (default cpu)");
+  profile->add_option("--db", options->db, "SQLite database to write (created if missing)")
+      ->required();
+  profile->add_option("--sample", options->sample, "profile N configurations of the spec");
+  profile->add_option("--seed", options->seed, "seed of the sample");
+  profile->add_option("--sampling", options->sampling, "random or stratified")
+      ->check(CLI::IsMember({"random", "stratified"}));
+  profile->add_option("--time-budget", options->time_budget,
+                      "start no configuration after this long, e.g. 30m");
+  profile->add_option("--shard", options->shard, "K/N: measure the K-th of N shares; or auto");
+  profile->add_option("--min-time", options->protocol.min_time_s, "timed seconds, at least");
+  profile->add_option("--max-time", options->protocol.max_time_s, "timed seconds, at most");
+  profile->add_option("--min-samples", options->protocol.min_samples, "timed passes, at least");
+  profile->add_option("--target-ci", options->protocol.target_relative_ci,
+                      "stop when the median's 95% CI half-width / median is below this");
+  profile->add_option("--energy-window", options->protocol.energy_window_min_s,
+                      "energy window, seconds (with a sensor)");
+  profile->add_option("--cooldown", options->protocol.cooldown_s,
+                      "idle seconds before each configuration");
+  profile->add_option("--timeout", options->protocol.timeout_s,
+                      "kill a worker without a result after this many seconds");
+  profile->add_option("--retry-limit", options->retry_limit, "attempts per failing configuration");
+  profile->add_option("--idle-window", options->idle_window_s,
+                      "idle-power baseline window, seconds (with a sensor)");
+  profile->callback([options] { run_profile(*options); });
+
+  auto export_options = std::make_shared<std::pair<std::string, std::string>>();
+  auto export_format = std::make_shared<std::string>("csv");
+  auto ok_only = std::make_shared<bool>(false);
+  CLI::App* export_verb = app.add_subcommand(
+      "export", "one row per measurement with its configuration's features (CSV or JSON Lines)");
+  export_verb->add_option("--db", export_options->first, "carb database")->required();
+  export_verb->add_option("--format", *export_format, "csv or jsonl")
+      ->check(CLI::IsMember({"csv", "jsonl"}));
+  export_verb->add_option("-o,--output", export_options->second, "output file (default stdout)");
+  export_verb->add_flag("--ok-only", *ok_only, "only successful measurements");
+  export_verb->callback([export_options, export_format, ok_only] {
+    const Store store = Store::open(export_options->first);
+    const ExportFormat chosen =
+        *export_format == "csv" ? ExportFormat::kCsv : ExportFormat::kJsonLines;
+    if (export_options->second.empty()) {
+      store.export_measurements(std::cout, chosen, *ok_only);
+      return;
+    }
+    std::ofstream file(export_options->second);
+    if (!file) throw Error(ErrorCategory::kRuntime, export_options->second + ": cannot write");
+    const std::int64_t rows = store.export_measurements(file, chosen, *ok_only);
+    file.close();
+    if (!file) throw Error(ErrorCategory::kRuntime, export_options->second + ": write failed");
+    std::cerr << "wrote " << rows << " rows to " << export_options->second << "\n";
+  });
+
+  auto worker = std::make_shared<std::array<std::string, 3>>();
+  CLI::App* worker_verb = app.add_subcommand("__worker", "");  // hidden: one measurement
+  worker_verb->group("");
+  worker_verb->add_option("--device", (*worker)[0])->required();
+  worker_verb->add_option("--key", (*worker)[1])->required();
+  worker_verb->add_option("--protocol", (*worker)[2])->required();
+  worker_verb->callback([worker] {
+    const int code = worker_main((*worker)[0], (*worker)[1], (*worker)[2]);
+    if (code != 0) std::exit(code);
+  });
+}
+
+}  // namespace carb::cli

@@ -1,0 +1,309 @@
+// Measuring one configuration in this process: the protocol of method.md §2.
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <cstdlib>
+#include <new>
+#include <thread>
+
+#include "carb/error.hpp"
+#include "carb/measure.hpp"
+
+namespace carb {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_between(Clock::time_point from, Clock::time_point to) {
+  return std::chrono::duration<double>(to - from).count();
+}
+
+// A failure that happened after the session existed, e.g. a library error during run().
+Measurement failed(MeasurementStatus status, std::string detail) {
+  Measurement measurement;
+  measurement.status = status;
+  measurement.detail = std::move(detail);
+  return measurement;
+}
+
+bool mentions_out_of_memory(const std::string& text) {
+  return text.find("out of memory") != std::string::npos ||
+         text.find("out_of_memory") != std::string::npos;
+}
+
+nlohmann::json latency_json(const std::optional<LatencyStats>& stats) {
+  if (!stats) return nullptr;
+  return {{"median_ms", stats->median_ms},
+          {"mean_ms", stats->mean_ms},
+          {"p5_ms", stats->p5_ms},
+          {"p95_ms", stats->p95_ms},
+          {"cv", stats->cv},
+          {"count", stats->count},
+          {"ci_half_width_ms", stats->ci_half_width_ms},
+          {"converged", stats->converged}};
+}
+
+std::optional<LatencyStats> latency_from(const nlohmann::json& json) {
+  if (json.is_null()) return std::nullopt;
+  LatencyStats stats;
+  json.at("median_ms").get_to(stats.median_ms);
+  json.at("mean_ms").get_to(stats.mean_ms);
+  json.at("p5_ms").get_to(stats.p5_ms);
+  json.at("p95_ms").get_to(stats.p95_ms);
+  json.at("cv").get_to(stats.cv);
+  json.at("count").get_to(stats.count);
+  json.at("ci_half_width_ms").get_to(stats.ci_half_width_ms);
+  json.at("converged").get_to(stats.converged);
+  return stats;
+}
+
+template <typename T>
+nlohmann::json optional_json(const std::optional<T>& value) {
+  return value ? nlohmann::json(*value) : nlohmann::json(nullptr);
+}
+
+template <typename T>
+std::optional<T> optional_from(const nlohmann::json& json, const char* name) {
+  if (!json.contains(name) || json.at(name).is_null()) return std::nullopt;
+  return json.at(name).get<T>();
+}
+
+}  // namespace
+
+nlohmann::json Measurement::to_json() const {
+  nlohmann::json memory = nullptr;
+  if (engine_memory) {
+    memory = {{"weight_bytes", engine_memory->weight_bytes},
+              {"activation_bytes", engine_memory->activation_bytes},
+              {"scratchpad_bytes", engine_memory->scratchpad_bytes},
+              {"peak_bytes", engine_memory->peak_bytes}};
+  }
+  return {{"status", std::string(to_string(status))},
+          {"detail", detail},
+          {"wall_latency", latency_json(wall_latency)},
+          {"wall_samples_ms", wall_samples_ms},
+          {"device_latency", latency_json(device_latency)},
+          {"device_samples_ms", device_samples_ms},
+          {"energy_j", optional_json(energy_j)},
+          {"energy_method", energy_method},
+          {"energy_sensor", energy_sensor},
+          {"energy_null_reason", energy_null_reason},
+          {"energy_window_s", optional_json(energy_window_s)},
+          {"energy_window_inferences", optional_json(energy_window_inferences)},
+          {"engine_memory", memory},
+          {"process_peak_rss_bytes", optional_json(process_peak_rss_bytes)},
+          {"baseline_rss_bytes", optional_json(baseline_rss_bytes)},
+          {"prepare_s", prepare_s},
+          {"warmup_s", warmup_s},
+          {"timed_s", timed_s},
+          {"energy_s", energy_s},
+          {"warmup_runs", warmup_runs},
+          {"provenance", provenance}};
+}
+
+Measurement Measurement::from_json(const nlohmann::json& json) {
+  try {
+    Measurement measurement;
+    const auto status = parse_measurement_status(json.at("status").get<std::string>());
+    if (!status) throw Error(ErrorCategory::kRuntime, "worker result has an unknown status");
+    measurement.status = *status;
+    json.at("detail").get_to(measurement.detail);
+    measurement.wall_latency = latency_from(json.at("wall_latency"));
+    json.at("wall_samples_ms").get_to(measurement.wall_samples_ms);
+    measurement.device_latency = latency_from(json.at("device_latency"));
+    json.at("device_samples_ms").get_to(measurement.device_samples_ms);
+    measurement.energy_j = optional_from<double>(json, "energy_j");
+    json.at("energy_method").get_to(measurement.energy_method);
+    json.at("energy_sensor").get_to(measurement.energy_sensor);
+    json.at("energy_null_reason").get_to(measurement.energy_null_reason);
+    measurement.energy_window_s = optional_from<double>(json, "energy_window_s");
+    measurement.energy_window_inferences =
+        optional_from<std::int64_t>(json, "energy_window_inferences");
+    if (const auto& memory = json.at("engine_memory"); !memory.is_null()) {
+      MemoryUsage usage;
+      memory.at("weight_bytes").get_to(usage.weight_bytes);
+      memory.at("activation_bytes").get_to(usage.activation_bytes);
+      memory.at("scratchpad_bytes").get_to(usage.scratchpad_bytes);
+      memory.at("peak_bytes").get_to(usage.peak_bytes);
+      measurement.engine_memory = usage;
+    }
+    measurement.process_peak_rss_bytes =
+        optional_from<std::int64_t>(json, "process_peak_rss_bytes");
+    measurement.baseline_rss_bytes = optional_from<std::int64_t>(json, "baseline_rss_bytes");
+    json.at("prepare_s").get_to(measurement.prepare_s);
+    json.at("warmup_s").get_to(measurement.warmup_s);
+    json.at("timed_s").get_to(measurement.timed_s);
+    json.at("energy_s").get_to(measurement.energy_s);
+    json.at("warmup_runs").get_to(measurement.warmup_runs);
+    measurement.provenance = json.at("provenance");
+    return measurement;
+  } catch (const nlohmann::json::exception& error) {
+    throw Error(ErrorCategory::kRuntime, std::string("malformed worker result: ") + error.what());
+  }
+}
+
+std::optional<double> measure_idle_power_w(EnergyMeter& meter, double seconds, std::string* why) {
+  if (!meter.available()) {
+    if (why != nullptr) *why = meter.unavailable_reason();
+    return std::nullopt;
+  }
+  meter.start();
+  const auto until = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                        std::chrono::duration<double>(seconds));
+  const double poll_s = std::min(0.5, meter.max_poll_interval_s() / 2);
+  while (Clock::now() < until) {
+    std::this_thread::sleep_for(
+        std::chrono::duration<double>(std::min(poll_s, seconds_between(Clock::now(), until))));
+    meter.sample();
+  }
+  const EnergyWindow window = meter.stop();
+  if (!window.energy_j || window.duration_s <= 0) {
+    if (why != nullptr) *why = window.unavailable_reason;
+    return std::nullopt;
+  }
+  return *window.energy_j / window.duration_s;
+}
+
+namespace {
+
+void run_once(Session& session) {
+  session.run();
+  session.sync();
+}
+
+void inject_fault_if_asked() {
+  const char* fault = std::getenv("CARB_WORKER_FAULT");
+  if (fault == nullptr) return;
+  const std::string kind = fault;
+  if (kind == "segv") {
+    std::raise(SIGSEGV);
+  } else if (kind == "abort") {
+    std::abort();
+  } else if (kind == "hang") {
+    while (true) std::this_thread::sleep_for(std::chrono::seconds(1));
+  } else if (kind == "alloc") {
+    throw std::bad_alloc();
+  }
+}
+
+// Times forward passes until the median's CI is tight enough (after the minimum samples and
+// time), or the time limit. Convergence is checked when the sample count has grown by 10%, so
+// the sort it needs costs O(n log n) in total, not per sample.
+void time_adaptively(Session& session, const Protocol& protocol, Measurement& measurement) {
+  const auto start = Clock::now();
+  std::size_t next_check = static_cast<std::size_t>(protocol.min_samples);
+  while (true) {
+    const auto before = Clock::now();
+    run_once(session);
+    const auto after = Clock::now();
+    measurement.wall_samples_ms.push_back(seconds_between(before, after) * 1e3);
+    const double elapsed_s = seconds_between(start, after);
+    if (elapsed_s >= protocol.max_time_s) break;
+    const std::size_t count = measurement.wall_samples_ms.size();
+    if (count >= next_check && elapsed_s >= protocol.min_time_s) {
+      const LatencyStats stats =
+          summarize_latency(measurement.wall_samples_ms, protocol.target_relative_ci);
+      if (stats.converged) break;
+      next_check = count + std::max<std::size_t>(1, count / 10);
+    }
+  }
+  measurement.timed_s = seconds_between(start, Clock::now());
+  measurement.wall_latency =
+      summarize_latency(measurement.wall_samples_ms, protocol.target_relative_ci);
+  if (!measurement.wall_latency->converged) {
+    const LatencyStats& stats = *measurement.wall_latency;
+    measurement.detail = "not converged: 95% CI half-width " +
+                         std::to_string(100 * stats.ci_half_width_ms / stats.median_ms) +
+                         "% of the median after " + std::to_string(stats.count) + " samples in " +
+                         std::to_string(measurement.timed_s) + " s";
+  }
+}
+
+void measure_energy(Session& session, const Protocol& protocol, EnergyMeter& meter,
+                    Measurement& measurement) {
+  measurement.energy_method = meter.name();
+  measurement.energy_sensor = meter.sensor();
+  if (!meter.available()) {
+    measurement.energy_null_reason = meter.unavailable_reason();
+    return;
+  }
+  const double poll_s = std::min(0.5, meter.max_poll_interval_s() / 2);
+  std::int64_t inferences = 0;
+  const auto start = Clock::now();
+  auto last_poll = start;
+  meter.start();
+  while (seconds_between(start, Clock::now()) < protocol.energy_window_min_s) {
+    run_once(session);
+    ++inferences;
+    if (seconds_between(last_poll, Clock::now()) >= poll_s) {
+      meter.sample();
+      last_poll = Clock::now();
+    }
+  }
+  const EnergyWindow window = meter.stop();
+  measurement.energy_s = seconds_between(start, Clock::now());
+  measurement.energy_window_s = window.duration_s;
+  measurement.energy_window_inferences = inferences;
+  if (window.energy_j && inferences > 0) {
+    measurement.energy_j = *window.energy_j / static_cast<double>(inferences);
+  } else {
+    measurement.energy_null_reason = window.unavailable_reason;
+  }
+}
+
+nlohmann::json device_provenance(const Device& device) {
+  const DeviceInfo& info = device.info();
+  return {{"id", info.id},           {"kind", info.kind}, {"name", info.name},
+          {"library", info.library}, {"isa", info.isa},   {"threads", info.threads}};
+}
+
+}  // namespace
+
+Measurement measure_configuration(const Device& device, const Config& config,
+                                  const Protocol& protocol, EnergyMeter& meter) {
+  const Support support = device.supports(config);
+  if (!support.supported) return failed(MeasurementStatus::kUnsupported, support.reason);
+  if (protocol.cooldown_s > 0) {
+    std::this_thread::sleep_for(std::chrono::duration<double>(protocol.cooldown_s));
+  }
+  Measurement measurement;
+  measurement.provenance["device"] = device_provenance(device);
+  try {
+    measurement.baseline_rss_bytes = static_cast<std::int64_t>(current_rss_bytes());
+    const auto prepare_start = Clock::now();
+    const std::unique_ptr<Session> session = device.prepare(config, protocol.seed);
+    measurement.prepare_s = seconds_between(prepare_start, Clock::now());
+    inject_fault_if_asked();
+
+    const auto warmup_start = Clock::now();
+    while (measurement.warmup_runs < protocol.warmup_min_runs ||
+           seconds_between(warmup_start, Clock::now()) < protocol.warmup_min_s) {
+      run_once(*session);
+      ++measurement.warmup_runs;
+    }
+    measurement.warmup_s = seconds_between(warmup_start, Clock::now());
+
+    time_adaptively(*session, protocol, measurement);
+    measure_energy(*session, protocol, meter, measurement);
+
+    measurement.engine_memory = session->memory();
+    measurement.process_peak_rss_bytes = static_cast<std::int64_t>(peak_rss_bytes());
+    nlohmann::json kernels = nlohmann::json::array();
+    for (const KernelInfo& kernel : session->kernels()) {
+      kernels.push_back({{"name", kernel.name}, {"implementation", kernel.implementation}});
+    }
+    measurement.provenance["kernels"] = std::move(kernels);
+    measurement.status = MeasurementStatus::kOk;
+  } catch (const std::bad_alloc&) {
+    return failed(MeasurementStatus::kOom, "out of memory (std::bad_alloc)");
+  } catch (const Error& error) {
+    const std::string message = error.what();
+    return failed(
+        mentions_out_of_memory(message) ? MeasurementStatus::kOom : MeasurementStatus::kError,
+        message);
+  }
+  return measurement;
+}
+
+}  // namespace carb

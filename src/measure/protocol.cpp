@@ -1,0 +1,97 @@
+// Protocol settings and latency statistics.
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "carb/error.hpp"
+#include "carb/measure.hpp"
+
+namespace carb {
+
+nlohmann::json Protocol::key_json() const {
+  return {{"warmup_min_s", warmup_min_s},
+          {"warmup_min_runs", warmup_min_runs},
+          {"min_samples", min_samples},
+          {"min_time_s", min_time_s},
+          {"target_relative_ci", target_relative_ci},
+          {"max_time_s", max_time_s},
+          {"energy_window_min_s", energy_window_min_s},
+          {"cooldown_s", cooldown_s},
+          {"seed", seed}};
+}
+
+nlohmann::json Protocol::to_json() const {
+  nlohmann::json json = key_json();
+  json["timeout_s"] = timeout_s;
+  return json;
+}
+
+Protocol Protocol::from_json(const nlohmann::json& json) {
+  Protocol protocol;
+  auto read = [&](const char* name, auto& field, auto minimum) {
+    if (!json.contains(name)) return;
+    try {
+      json.at(name).get_to(field);
+    } catch (const nlohmann::json::exception&) {
+      throw Error(ErrorCategory::kInput,
+                  std::string("protocol field '") + name + "' has the wrong type");
+    }
+    if (!(field >= minimum)) {
+      throw Error(ErrorCategory::kInput,
+                  std::string("protocol field '") + name + "' is out of range");
+    }
+  };
+  if (!json.is_object()) throw Error(ErrorCategory::kInput, "a protocol is a JSON object");
+  read("warmup_min_s", protocol.warmup_min_s, 0.0);
+  read("warmup_min_runs", protocol.warmup_min_runs, 0);
+  read("min_samples", protocol.min_samples, 1);
+  read("min_time_s", protocol.min_time_s, 0.0);
+  read("target_relative_ci", protocol.target_relative_ci, 0.0);
+  read("max_time_s", protocol.max_time_s, 0.0);
+  read("energy_window_min_s", protocol.energy_window_min_s, 0.0);
+  read("cooldown_s", protocol.cooldown_s, 0.0);
+  read("seed", protocol.seed, std::uint64_t{0});
+  read("timeout_s", protocol.timeout_s, 0.001);
+  return protocol;
+}
+
+namespace {
+
+// Linear interpolation between order statistics (R's type 7, numpy's default).
+double percentile(const std::vector<double>& sorted, double fraction) {
+  const double position = fraction * static_cast<double>(sorted.size() - 1);
+  const auto below = static_cast<std::size_t>(std::floor(position));
+  const std::size_t above = std::min(below + 1, sorted.size() - 1);
+  const double weight = position - static_cast<double>(below);
+  return sorted[below] * (1 - weight) + sorted[above] * weight;
+}
+
+}  // namespace
+
+LatencyStats summarize_latency(std::span<const double> samples_ms, double target_relative_ci) {
+  CARB_CHECK(!samples_ms.empty(), "no samples to summarize");
+  std::vector<double> sorted(samples_ms.begin(), samples_ms.end());
+  std::sort(sorted.begin(), sorted.end());
+  const auto n = static_cast<double>(sorted.size());
+  LatencyStats stats;
+  stats.count = static_cast<std::int64_t>(sorted.size());
+  stats.median_ms = percentile(sorted, 0.5);
+  stats.p5_ms = percentile(sorted, 0.05);
+  stats.p95_ms = percentile(sorted, 0.95);
+  stats.mean_ms = std::accumulate(sorted.begin(), sorted.end(), 0.0) / n;
+  double squares = 0;
+  for (double value : sorted) squares += (value - stats.mean_ms) * (value - stats.mean_ms);
+  const double deviation = sorted.size() > 1 ? std::sqrt(squares / (n - 1)) : 0.0;
+  stats.cv = stats.mean_ms > 0 ? deviation / stats.mean_ms : 0.0;
+  // The median's CI runs between the order statistics at n/2 -+ 1.96 sqrt(n)/2 (1-based).
+  constexpr double kZ95 = 1.959963984540054;
+  const double spread = kZ95 * std::sqrt(n) / 2;
+  const auto low = static_cast<std::size_t>(std::clamp(std::floor(n / 2 - spread), 1.0, n));
+  const auto high = static_cast<std::size_t>(std::clamp(std::ceil(n / 2 + 1 + spread), 1.0, n));
+  stats.ci_half_width_ms = (sorted[high - 1] - sorted[low - 1]) / 2;
+  stats.converged =
+      stats.median_ms > 0 && stats.ci_half_width_ms / stats.median_ms <= target_relative_ci;
+  return stats;
+}
+
+}  // namespace carb

@@ -1,0 +1,178 @@
+// carb profile / export / devices as a user runs them: real processes, real SIGKILLs, one
+// database shared by concurrent campaigns.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <thread>
+
+namespace {
+
+const std::string kQuick =
+    " --min-time 0.02 --max-time 0.2 --target-ci 0.5 --idle-window 0.1 --timeout 60";
+
+std::string fresh_db(const std::string& name) {
+  const std::string path = testing::TempDir() + name;
+  for (const char* suffix : {"", "-wal", "-shm"}) std::filesystem::remove(path + suffix);
+  return path;
+}
+
+std::string write_keys(const std::string& name, int count) {
+  const std::string path = testing::TempDir() + name;
+  std::ofstream file(path);
+  file << "# tiny networks, one per line\n";
+  for (int batch = 1; batch <= count; ++batch) {
+    file << "basic10_w0.25_nods_r32_b" << batch << "_fp32_k10\n";
+  }
+  return path;
+}
+
+// Starts carb with a shell command line (stdout and stderr to `log`); returns its pid.
+pid_t start(const std::string& arguments, const std::string& log) {
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    const std::string command =
+        "exec " + std::string(CARB_BINARY) + " " + arguments + " >" + log + " 2>&1";
+    ::execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  return pid;
+}
+
+int wait_for(pid_t pid) {
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream file(path);
+  std::stringstream text;
+  text << file.rdbuf();
+  return text.str();
+}
+
+// Rows of the export: one line per measurement after the header.
+std::vector<std::string> exported_rows(const std::string& db) {
+  const std::string out = testing::TempDir() + "export.csv";
+  EXPECT_EQ(wait_for(start("export --db " + db + " -o " + out, "/dev/null")), 0);
+  std::istringstream text(slurp(out));
+  std::vector<std::string> rows;
+  std::string line;
+  std::getline(text, line);
+  while (std::getline(text, line)) rows.push_back(line);
+  return rows;
+}
+
+int count_key(const std::vector<std::string>& rows, const std::string& key) {
+  int count = 0;
+  for (const auto& row : rows) {
+    if (row.find("," + key + ",") != std::string::npos) ++count;
+  }
+  return count;
+}
+
+TEST(ProfileCli, KillNineThenResumeMeasuresEveryKeyExactlyOnce) {
+  const std::string db = fresh_db("kill.sqlite");
+  const std::string keys = write_keys("kill-keys.txt", 8);
+  const std::string arguments = "profile --keys " + keys + " --db " + db + kQuick;
+  std::mt19937 random(7);
+  int killed = 0;
+  for (int round = 0; round < 4; ++round) {
+    const pid_t pid = start(arguments, "/dev/null");
+    std::this_thread::sleep_for(std::chrono::milliseconds(150 + random() % 400));
+    if (::kill(pid, SIGKILL) == 0) ++killed;
+    wait_for(pid);
+  }
+  EXPECT_GE(killed, 3);
+  const std::string log = testing::TempDir() + "resume.log";
+  ASSERT_EQ(wait_for(start(arguments, log)), 0) << slurp(log);
+  const auto rows = exported_rows(db);
+  ASSERT_EQ(rows.size(), 8u) << slurp(log);
+  for (int batch = 1; batch <= 8; ++batch) {
+    const std::string key = "basic10_w0.25_nods_r32_b" + std::to_string(batch) + "_fp32_k10";
+    EXPECT_EQ(count_key(rows, key), 1) << key;
+  }
+  for (const auto& row : rows) EXPECT_NE(row.find(",ok,"), std::string::npos) << row;
+  // A further run has nothing left to do.
+  ASSERT_EQ(wait_for(start(arguments, log)), 0);
+  EXPECT_NE(slurp(log).find("measured now:   0"), std::string::npos) << slurp(log);
+  EXPECT_NE(slurp(log).find("8 already done"), std::string::npos) << slurp(log);
+}
+
+TEST(ProfileCli, ConcurrentCampaignsNeverMeasureAKeyTwice) {
+  for (int processes : {2, 4}) {
+    const std::string db = fresh_db("concurrent.sqlite");
+    const std::string keys = write_keys("concurrent-keys.txt", 10);
+    std::vector<pid_t> pids;
+    for (int i = 0; i < processes; ++i) {
+      pids.push_back(start("profile --keys " + keys + " --db " + db + kQuick,
+                           testing::TempDir() + "concurrent" + std::to_string(i) + ".log"));
+    }
+    for (pid_t pid : pids) EXPECT_EQ(wait_for(pid), 0);
+    const auto rows = exported_rows(db);
+    ASSERT_EQ(rows.size(), 10u) << processes << " processes";
+    for (int batch = 1; batch <= 10; ++batch) {
+      EXPECT_EQ(count_key(rows, "basic10_w0.25_nods_r32_b" + std::to_string(batch) + "_fp32_k10"),
+                1);
+    }
+  }
+}
+
+TEST(ProfileCli, EnergyIsNullWithItsReasonOnThisMachine) {
+  const std::string db = fresh_db("energy.sqlite");
+  const std::string keys = write_keys("energy-keys.txt", 1);
+  ASSERT_EQ(wait_for(start("profile --keys " + keys + " --db " + db + kQuick, "/dev/null")), 0);
+  const std::string out = testing::TempDir() + "energy.jsonl";
+  ASSERT_EQ(wait_for(start("export --format jsonl --db " + db + " -o " + out, "/dev/null")), 0);
+  const std::string row = slurp(out);
+  EXPECT_NE(row.find("\"energy_j\":null"), std::string::npos) << row;
+  EXPECT_NE(row.find("no /sys/class/powercap"), std::string::npos) << row;
+}
+
+TEST(ProfileCli, BadInputIsOneLineAndExitTwo) {
+  const std::string keys = testing::TempDir() + "bad-keys.txt";
+  std::ofstream(keys) << "basic10_w0.25_nods_r32_b1_fp32\n  basic11_w1_ds_r64_b1_fp32\n";
+  const std::string not_db = testing::TempDir() + "not-a-db.sqlite";
+  std::ofstream(not_db) << "hello, I am text\n";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"profile --keys " + keys + " --db " + fresh_db("bad.sqlite"),
+       keys + ":2:3: key 'basic11_w1_ds_r64_b1_fp32': depth 11 cannot be built"},
+      {"profile --db x.sqlite", "give either --spec or --keys"},
+      {"profile --keys " + keys + " --spec y.yaml --db x.sqlite", "give either --spec or --keys"},
+      {"profile --keys /nonexistent --db x.sqlite", "/nonexistent: cannot open key list"},
+      {"profile --keys " + write_keys("ok-keys.txt", 1) + " --db x.sqlite --device tpu",
+       "no device 'tpu'"},
+      {"profile --keys " + write_keys("ok-keys.txt", 1) + " --db x.sqlite --time-budget soon",
+       "duration 'soon'"},
+      {"profile --keys " + write_keys("ok-keys.txt", 1) + " --db x.sqlite --shard 3/2",
+       "--shard 3/2"},
+      {"export --db " + not_db, "not a carb database"},
+      {"export --db /nonexistent.sqlite", "/nonexistent.sqlite"},
+  };
+  for (const auto& [arguments, expected] : cases) {
+    const std::string log = testing::TempDir() + "bad.log";
+    EXPECT_EQ(wait_for(start(arguments, log)), 2) << arguments << "\n" << slurp(log);
+    const std::string out = slurp(log);
+    EXPECT_NE(out.find(expected), std::string::npos) << arguments << "\n" << out;
+    EXPECT_EQ(out.rfind("carb: error: ", 0), 0u) << out;
+    EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 1) << out;
+  }
+}
+
+TEST(DevicesCli, ListsTheCpuWithItsCapabilities) {
+  const std::string log = testing::TempDir() + "devices.log";
+  ASSERT_EQ(wait_for(start("devices --format csv", log)), 0);
+  const std::string out = slurp(log);
+  EXPECT_EQ(out.rfind("id,kind,name,library,isa,threads,fp32,fp16,bf16,energy\ncpu:0,cpu,", 0), 0u)
+      << out;
+  EXPECT_NE(out.find("oneDNN 2.6"), std::string::npos);
+}
+
+}  // namespace
