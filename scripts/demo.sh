@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# carb's main job on the shipped spaces. Today it stops after `carb space` (the design-space and
-# analytic-feature stage); profiling, fitting and screening join as they land.
+# carb's main job: design spaces and their features, then a short real profiling campaign on
+# this machine's CPU. Fitting, screening and the report join as they land. A second run resumes
+# the campaign instead of starting over.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/build.sh
@@ -30,3 +31,14 @@ start_ns=$(date +%s%N)
 "$carb" space features --spec examples/spaces/million.yaml --format csv > "$out/million-features.csv"
 elapsed_ms=$((($(date +%s%N) - start_ns) / 1000000))
 echo "wrote $out/million-features.csv ($(($(wc -l < "$out/million-features.csv") - 1)) rows) in ${elapsed_ms} ms"
+
+echo
+echo "== this machine's devices"
+"$carb" devices
+
+echo
+echo "== profiling a stratified sample of 24 configurations of cpu-demo.yaml on the CPU"
+"$carb" profile --spec examples/spaces/cpu-demo.yaml --sample 24 --seed 7 --sampling stratified \
+  --device cpu --db "$out/runs.sqlite" --target-ci 0.02 --max-time 2
+"$carb" export --db "$out/runs.sqlite" --format csv -o "$out/runs.csv"
+echo "database: $out/runs.sqlite; measurements with features: $out/runs.csv"

@@ -105,11 +105,11 @@ struct MeasurementRecord {
   /// negative through noise and is kept as measured.
   std::optional<double> dynamic_energy_j;
 
-  std::optional<std::int64_t> engine_peak_bytes;  ///< allocator high-water mark, all buffers
-  std::optional<std::int64_t> weights_bytes;
-  std::optional<std::int64_t> activation_bytes;
-  std::optional<std::int64_t> scratchpad_bytes;        ///< cuDNN workspace / oneDNN scratchpad
-  std::optional<std::int64_t> process_peak_rss_bytes;  ///< worker ru_maxrss or NVML per-process
+  std::optional<std::int64_t> engine_peak_bytes;        ///< allocator high-water mark, all buffers
+  std::optional<std::int64_t> engine_weight_bytes;      ///< weights in the kernels' layouts
+  std::optional<std::int64_t> engine_activation_bytes;  ///< the engine's activation arena
+  std::optional<std::int64_t> engine_scratchpad_bytes;  ///< cuDNN workspace / oneDNN scratchpad
+  std::optional<std::int64_t> process_peak_rss_bytes;   ///< worker ru_maxrss or NVML per-process
   std::optional<std::int64_t> baseline_rss_bytes;  ///< the same figure before the network existed
 
   std::string provenance_json = "{}";  ///< host, clocks, temperatures, throttling, versions, ...
@@ -148,7 +148,7 @@ enum class ExportFormat { kCsv, kJsonLines };
 class Store {
  public:
   /// Schema version this build reads and writes (PRAGMA user_version).
-  static constexpr int kSchemaVersion = 2;
+  static constexpr int kSchemaVersion = 3;
   /// PRAGMA application_id of carb databases: "CARB" in ASCII.
   static constexpr std::int32_t kApplicationId = 0x43415242;
 

@@ -109,9 +109,9 @@ MeasurementRecord record_of(const Measurement& measurement, const Config& config
   }
   if (measurement.engine_memory) {
     record.engine_peak_bytes = measurement.engine_memory->peak_bytes;
-    record.weights_bytes = measurement.engine_memory->weight_bytes;
-    record.activation_bytes = measurement.engine_memory->activation_bytes;
-    record.scratchpad_bytes = measurement.engine_memory->scratchpad_bytes;
+    record.engine_weight_bytes = measurement.engine_memory->weight_bytes;
+    record.engine_activation_bytes = measurement.engine_memory->activation_bytes;
+    record.engine_scratchpad_bytes = measurement.engine_memory->scratchpad_bytes;
   }
   record.process_peak_rss_bytes = measurement.process_peak_rss_bytes;
   record.baseline_rss_bytes = measurement.baseline_rss_bytes;

@@ -171,6 +171,35 @@ CREATE TABLE claims (
 ) STRICT, WITHOUT ROWID;
 )sql";
 
+// Version 3: the engine's memory columns say they are the engine's (weights_bytes ->
+// engine_weight_bytes, ...), so an export that also carries the analytic activation_bytes
+// feature never has two columns of one name.
+constexpr std::string_view kVersion3 = R"sql(
+DROP VIEW measurement_view;
+ALTER TABLE measurements RENAME COLUMN weights_bytes TO engine_weight_bytes;
+ALTER TABLE measurements RENAME COLUMN activation_bytes TO engine_activation_bytes;
+ALTER TABLE measurements RENAME COLUMN scratchpad_bytes TO engine_scratchpad_bytes;
+CREATE VIEW measurement_view AS
+SELECT m.measurement_key, c.name AS campaign, d.fingerprint AS device_fingerprint,
+       d.kind AS device_kind, d.name AS device_name, m.configuration_key,
+       k.block, k.depth, k.width_multiplier, k.early_downsample, k.resolution, k.batch,
+       k.precision, k.stage_blocks, k.stage_widths, k.classes,
+       m.status, m.detail, m.attempts, m.started_at, m.finished_at, m.software_versions,
+       m.device_median_ms, m.device_mean_ms, m.device_p5_ms, m.device_p95_ms, m.device_cv,
+       m.device_count, m.device_ci_half_width_ms, m.device_converged,
+       m.wall_median_ms, m.wall_mean_ms, m.wall_p5_ms, m.wall_p95_ms, m.wall_cv,
+       m.wall_count, m.wall_ci_half_width_ms, m.wall_converged,
+       m.energy_j, m.energy_method, m.energy_sensor, m.energy_null_reason, m.energy_window_s,
+       m.energy_window_inferences, m.idle_power_w, m.dynamic_energy_j,
+       m.engine_peak_bytes, m.engine_weight_bytes, m.engine_activation_bytes,
+       m.engine_scratchpad_bytes, m.process_peak_rss_bytes, m.baseline_rss_bytes,
+       m.provenance, m.protocol
+FROM measurements m
+JOIN campaigns c ON c.id = m.campaign_id
+JOIN devices d ON d.id = m.device_id
+JOIN configurations k ON k.key = m.configuration_key;
+)sql";
+
 [[noreturn]] void throw_input(const std::string& message) {
   throw Error(ErrorCategory::kInput, message);
 }
@@ -219,7 +248,7 @@ std::string switch_to_wal(sqlite3* db) {
 }  // namespace
 
 const std::vector<std::string_view>& migrations() {
-  static const std::vector<std::string_view> steps = {kVersion1, kVersion2};
+  static const std::vector<std::string_view> steps = {kVersion1, kVersion2, kVersion3};
   return steps;
 }
 

@@ -311,7 +311,7 @@ INSERT INTO measurements (
   wall_ci_half_width_ms, wall_converged,
   energy_j, energy_method, energy_sensor, energy_null_reason, energy_window_s,
   energy_window_inferences, idle_power_w, dynamic_energy_j,
-  engine_peak_bytes, weights_bytes, activation_bytes, scratchpad_bytes, process_peak_rss_bytes,
+  engine_peak_bytes, engine_weight_bytes, engine_activation_bytes, engine_scratchpad_bytes, process_peak_rss_bytes,
   baseline_rss_bytes, provenance, protocol)
 VALUES (
   :measurement_key, :configuration_key, :device_id, :campaign_id, :software_versions, :status,
@@ -322,7 +322,7 @@ VALUES (
   :wall_ci_half_width_ms, :wall_converged,
   :energy_j, :energy_method, :energy_sensor, :energy_null_reason, :energy_window_s,
   :energy_window_inferences, :idle_power_w, :dynamic_energy_j,
-  :engine_peak_bytes, :weights_bytes, :activation_bytes, :scratchpad_bytes,
+  :engine_peak_bytes, :engine_weight_bytes, :engine_activation_bytes, :engine_scratchpad_bytes,
   :process_peak_rss_bytes, :baseline_rss_bytes, :provenance, :protocol))sql";
 
 }  // namespace
@@ -423,9 +423,9 @@ WriteOutcome Store::write_measurement(const MeasurementRecord& record) {
       .bind(":idle_power_w", record.idle_power_w)
       .bind(":dynamic_energy_j", record.dynamic_energy_j)
       .bind(":engine_peak_bytes", record.engine_peak_bytes)
-      .bind(":weights_bytes", record.weights_bytes)
-      .bind(":activation_bytes", record.activation_bytes)
-      .bind(":scratchpad_bytes", record.scratchpad_bytes)
+      .bind(":engine_weight_bytes", record.engine_weight_bytes)
+      .bind(":engine_activation_bytes", record.engine_activation_bytes)
+      .bind(":engine_scratchpad_bytes", record.engine_scratchpad_bytes)
       .bind(":process_peak_rss_bytes", record.process_peak_rss_bytes)
       .bind(":baseline_rss_bytes", record.baseline_rss_bytes)
       .bind(":provenance", provenance)
@@ -485,9 +485,9 @@ std::optional<MeasurementRecord> Store::find_measurement(std::string_view measur
   record.idle_power_w = find.optional_real("idle_power_w");
   record.dynamic_energy_j = find.optional_real("dynamic_energy_j");
   record.engine_peak_bytes = find.optional_integer("engine_peak_bytes");
-  record.weights_bytes = find.optional_integer("weights_bytes");
-  record.activation_bytes = find.optional_integer("activation_bytes");
-  record.scratchpad_bytes = find.optional_integer("scratchpad_bytes");
+  record.engine_weight_bytes = find.optional_integer("engine_weight_bytes");
+  record.engine_activation_bytes = find.optional_integer("engine_activation_bytes");
+  record.engine_scratchpad_bytes = find.optional_integer("engine_scratchpad_bytes");
   record.process_peak_rss_bytes = find.optional_integer("process_peak_rss_bytes");
   record.baseline_rss_bytes = find.optional_integer("baseline_rss_bytes");
   record.provenance_json = find.text("provenance");

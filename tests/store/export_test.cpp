@@ -2,6 +2,8 @@
 // (CSV) or null (JSON), numbers that read back exactly.
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include <algorithm>
 #include <charconv>
 #include <nlohmann/json.hpp>
@@ -104,6 +106,9 @@ TEST_F(StoreExportData, CsvHasKnobsFeaturesAndEmptyNulls) {
             (std::vector<std::string>{"params", "macs", "flops", "param_bytes", "activation_bytes",
                                       "peak_activation_bytes", "arithmetic_intensity", "status"}));
   EXPECT_EQ(header[0], "measurement_key");
+  // Every column name is unique: JSON Lines objects would silently lose one of two.
+  EXPECT_EQ(std::set<std::string>(header.begin(), header.end()).size(), header.size());
+  EXPECT_LT(column("activation_bytes"), column("engine_activation_bytes"));
   for (std::size_t row = 1; row < rows.size(); ++row) {
     ASSERT_EQ(rows[row].size(), header.size()) << row;
   }

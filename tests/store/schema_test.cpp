@@ -92,9 +92,8 @@ TEST(StoreSchema, RefusesANewerSchemaNamingBothVersions) {
     raw.exec("PRAGMA user_version = 7");
   }
   EXPECT_EQ(error_of([&] { Store::open(path); }, ErrorCategory::kInput),
-            path +
-                ": schema version 7 is newer than this carb build understands (2); use a "
-                "newer carb");
+            path + ": schema version 7 is newer than this carb build understands (" +
+                std::to_string(Store::kSchemaVersion) + "); use a newer carb");
 }
 
 // A database as the version-1 build left it: its schema plus one campaign.
@@ -122,8 +121,15 @@ TEST(StoreSchema, MigratesAnOlderSchemaForwardKeepingItsRows) {
   // Version 2's claims work on the migrated file.
   EXPECT_TRUE(store.claim(store_test::key_of(0), ClaimOwner::current(), ResumePolicy{}));
   RawDb raw(path);
-  EXPECT_EQ(raw.integer("PRAGMA user_version"), 2);
+  EXPECT_EQ(raw.integer("PRAGMA user_version"), Store::kSchemaVersion);
   EXPECT_EQ(raw.integer("SELECT count(*) FROM claims"), 1);
+  // Version 3 renamed the engine's memory columns, in the table and in the view.
+  EXPECT_EQ(raw.integer("SELECT count(*) FROM pragma_table_info('measurements') "
+                        "WHERE name = 'engine_activation_bytes'"),
+            1);
+  EXPECT_EQ(raw.integer("SELECT count(*) FROM pragma_table_info('measurement_view') "
+                        "WHERE name LIKE '%weight%'"),
+            1);
 }
 
 TEST(StoreSchema, AFailedMigrationChangesNothing) {
@@ -136,7 +142,8 @@ TEST(StoreSchema, AFailedMigrationChangesNothing) {
     raw.exec("CREATE TABLE claims (note TEXT)");
   }
   const std::string message = error_of([&] { Store::open(path); }, ErrorCategory::kRuntime);
-  EXPECT_TRUE(contains(message, path + ": migrating schema version 1 to 2 failed"));
+  EXPECT_TRUE(contains(message, path + ": migrating schema version 1 to " +
+                                    std::to_string(Store::kSchemaVersion) + " failed"));
   EXPECT_TRUE(contains(message, "table claims already exists"));
   RawDb raw(path);
   EXPECT_EQ(raw.integer("PRAGMA user_version"), 1);

@@ -15,10 +15,10 @@
 namespace carb {
 namespace {
 
-using store_test::key_of;
-using store_test::make_record;
 using store_test::contains;
 using store_test::error_of;
+using store_test::key_of;
+using store_test::make_record;
 using store_test::RawDb;
 using store_test::StoreFixture;
 
@@ -78,9 +78,9 @@ TEST_F(StoreWrites, RoundTripsEveryField) {
   record.idle_power_w = 12.5;
   record.dynamic_energy_j = -0.001;  // noise below the idle baseline is kept as measured
   record.engine_peak_bytes = 123456789;
-  record.weights_bytes = 11689512;
-  record.activation_bytes = 4000000;
-  record.scratchpad_bytes = 0;
+  record.engine_weight_bytes = 11689512;
+  record.engine_activation_bytes = 4000000;
+  record.engine_scratchpad_bytes = 0;
   record.process_peak_rss_bytes = 300000000;
   record.baseline_rss_bytes = 200000000;
   record.detail = "note";
@@ -116,9 +116,9 @@ TEST_F(StoreWrites, RoundTripsEveryField) {
   EXPECT_EQ(found->idle_power_w, 12.5);
   EXPECT_EQ(found->dynamic_energy_j, -0.001);
   EXPECT_EQ(found->engine_peak_bytes, 123456789);
-  EXPECT_EQ(found->weights_bytes, 11689512);
-  EXPECT_EQ(found->activation_bytes, 4000000);
-  EXPECT_EQ(found->scratchpad_bytes, 0);
+  EXPECT_EQ(found->engine_weight_bytes, 11689512);
+  EXPECT_EQ(found->engine_activation_bytes, 4000000);
+  EXPECT_EQ(found->engine_scratchpad_bytes, 0);
   EXPECT_EQ(found->process_peak_rss_bytes, 300000000);
   EXPECT_EQ(found->baseline_rss_bytes, 200000000);
   EXPECT_EQ(found->provenance_json, R"({"host":"test"})");
@@ -275,8 +275,8 @@ TEST_F(StoreWrites, SchemaConstraintsRejectImpossibleValuesAndRollBack) {
   rejected(record, "value_ms >= 0");
 
   record = make_record(0, campaign_id, 10);
-  record.scratchpad_bytes = -4096;
-  rejected(record, "scratchpad_bytes >= 0");
+  record.engine_scratchpad_bytes = -4096;
+  rejected(record, "engine_scratchpad_bytes >= 0");
 
   record = make_record(0, campaign_id, 10);
   record.finished_at = record.started_at - std::chrono::seconds(1);
