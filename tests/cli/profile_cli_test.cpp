@@ -126,6 +126,10 @@ TEST(ProfileCli, ConcurrentCampaignsNeverMeasureAKeyTwice) {
 }
 
 TEST(ProfileCli, EnergyIsNullWithItsReasonOnThisMachine) {
+  if (std::filesystem::exists("/sys/class/powercap") ||
+      std::filesystem::exists("/sys/bus/event_source/devices/power")) {
+    GTEST_SKIP() << "this machine may have an energy sensor; the NULL path needs one without";
+  }
   const std::string db = fresh_db("energy.sqlite");
   const std::string keys = write_keys("energy-keys.txt", 1);
   ASSERT_EQ(wait_for(start("profile --keys " + keys + " --db " + db + kQuick, "/dev/null")), 0);
