@@ -4,9 +4,9 @@
 set -euo pipefail
 
 packages=(
-  build-essential cmake ninja-build pkg-config git
+  build-essential cmake ninja-build pkg-config git xz-utils
   libyaml-cpp-dev nlohmann-json3-dev libcli11-dev
-  libdnnl-dev libxgboost-dev libeigen3-dev libsqlite3-dev
+  libdnnl-dev ocl-icd-opencl-dev libxgboost-dev libeigen3-dev libsqlite3-dev
   googletest libgtest-dev libgmock-dev libbenchmark-dev
 )
 

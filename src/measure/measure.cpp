@@ -211,6 +211,10 @@ void time_adaptively(Session& session, const Protocol& protocol, Measurement& me
   measurement.timed_s = seconds_between(start, Clock::now());
   measurement.wall_latency =
       summarize_latency(measurement.wall_samples_ms, protocol.target_relative_ci);
+  // Stopped by the time limit before the minimum sample count: not converged, whatever the CI.
+  if (measurement.wall_latency->count < protocol.min_samples) {
+    measurement.wall_latency->converged = false;
+  }
   if (!measurement.wall_latency->converged) {
     const LatencyStats& stats = *measurement.wall_latency;
     measurement.detail = "not converged: 95% CI half-width " +

@@ -75,7 +75,7 @@ TEST(Campaign, MeasuresThenResumesWithoutRepeating) {
 TEST(Campaign, FailuresAreRowsAndTheCampaignGoesOn) {
   const std::string db = fresh_db("failures.sqlite");
   std::vector<Config> configs = tiny_configs(1);
-  configs.push_back(parse_key("basic10_w0.25_nods_r32_b1_bf16_k10"));  // no bf16 on this CPU
+  configs.push_back(parse_key("basic10_w0.25_nods_r32_b1_fp16_k10"));  // no fp16 on any CPU
   const CampaignSummary summary = run_campaign(configs, quick_options(db), {});
   EXPECT_EQ(summary.measured.at("ok"), 1);
   EXPECT_EQ(summary.measured.at("unsupported"), 1);

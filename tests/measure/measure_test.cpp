@@ -27,6 +27,18 @@ Protocol quick_protocol() {
 
 const char* kTinyKey = "basic10_w0.25_nods_r32_b2_fp32_k10";
 
+// The time limit wins over the minimum sample count: a run starved of CPU (ctest -j on a
+// loaded machine) may stop early, but then it must say it did not converge.
+void expect_enough_samples_or_flagged(const Measurement& measurement, const Protocol& protocol) {
+  ASSERT_TRUE(measurement.wall_latency.has_value());
+  if (measurement.wall_latency->count < protocol.min_samples) {
+    EXPECT_GE(measurement.timed_s, protocol.max_time_s);
+    EXPECT_FALSE(measurement.wall_latency->converged);
+    EXPECT_NE(measurement.detail.find("not converged"), std::string::npos) << measurement.detail;
+  }
+  EXPECT_GE(measurement.wall_latency->count, 1);
+}
+
 TEST(Measure, InProcessOnTheCpuEngine) {
   NoSensorMeter meter("no sensor in this test");
   const Protocol protocol = quick_protocol();
@@ -34,7 +46,7 @@ TEST(Measure, InProcessOnTheCpuEngine) {
       measure_configuration(cpu_device(), parse_key(kTinyKey), protocol, meter);
   ASSERT_EQ(measurement.status, MeasurementStatus::kOk) << measurement.detail;
   ASSERT_TRUE(measurement.wall_latency.has_value());
-  EXPECT_GE(measurement.wall_latency->count, protocol.min_samples);
+  expect_enough_samples_or_flagged(measurement, protocol);
   EXPECT_EQ(measurement.wall_samples_ms.size(),
             static_cast<std::size_t>(measurement.wall_latency->count));
   EXPECT_GT(measurement.wall_latency->median_ms, 0);
@@ -80,9 +92,10 @@ class Worker : public testing::Test {
 };
 
 TEST_F(Worker, MeasuresInAFreshProcess) {
-  const Measurement measurement = run_worker(quick_protocol());
+  const Protocol protocol = quick_protocol();
+  const Measurement measurement = run_worker(protocol);
   ASSERT_EQ(measurement.status, MeasurementStatus::kOk) << measurement.detail;
-  EXPECT_GE(measurement.wall_latency->count, 10);
+  expect_enough_samples_or_flagged(measurement, protocol);
   EXPECT_GT(*measurement.process_peak_rss_bytes, 0);
 }
 
