@@ -140,6 +140,21 @@ struct ResumePolicy {
   std::chrono::seconds claim_timeout{3600};
 };
 
+/// What the predictor reads of one successful measurement: its configuration and targets.
+struct MeasuredTargets {
+  std::string configuration_key;
+  std::string device_fingerprint;
+  std::string finished_at;  ///< ISO 8601 UTC, as stored
+  /// Median latency of one inference (whole batch), ms: the device clock's where the device has
+  /// one (CUDA events), else the host wall clock's.
+  double latency_ms = 0;
+  std::string latency_clock;                      ///< "device" or "wall"
+  std::optional<double> energy_j;                 ///< NULL on a machine with no sensor
+  std::string energy_null_reason;                 ///< why energy_j is NULL
+  std::optional<std::int64_t> engine_peak_bytes;  ///< the engine allocator's high-water mark
+  std::optional<std::int64_t> process_peak_rss_bytes;
+};
+
 /// Formats of Store::export_measurements.
 enum class ExportFormat { kCsv, kJsonLines };
 
@@ -173,6 +188,11 @@ class Store {
   /// first recorded); returns its id.
   std::int64_t ensure_device(const DeviceRecord& device);
   std::optional<DeviceRecord> find_device(std::string_view fingerprint) const;
+  /// Every device recorded, in the order they were first recorded.
+  std::vector<DeviceRecord> devices() const;
+  /// Every successful measurement (status ok), of one device or of all when `fingerprint` is
+  /// empty, ordered by configuration key, then finish time.
+  std::vector<MeasuredTargets> ok_measurements(std::string_view fingerprint = {}) const;
 
   /// Writes one measurement, its configuration and its raw samples in one transaction, and
   /// drops any claim on its key. Idempotent by key: a final row is never replaced; a failed

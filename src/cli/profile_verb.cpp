@@ -10,19 +10,12 @@
 #include "carb/error.hpp"
 #include "carb/graph.hpp"
 #include "output.hpp"
+#include "select.hpp"
 #include "verbs.hpp"
 
 namespace carb::cli {
 
 namespace {
-
-std::string read_file(const std::string& path, const std::string& what) {
-  std::ifstream file(path);
-  if (!file) throw Error(ErrorCategory::kInput, path + ": cannot open " + what);
-  std::stringstream text;
-  text << file.rdbuf();
-  return text.str();
-}
 
 // --- carb devices -------------------------------------------------------------------------
 
@@ -58,68 +51,15 @@ void run_devices(const std::string& format) {
 // --- carb profile -------------------------------------------------------------------------
 
 struct ProfileOptions {
-  std::string spec;
-  std::string keys_file;
+  Selection selection;
   std::string device = "cpu";
   std::string db;
-  std::uint64_t sample = 0;
-  std::uint64_t seed = 0;
-  std::string sampling = "random";
   std::string time_budget;
   std::string shard = "0/1";
   Protocol protocol;
   int retry_limit = 3;
   double idle_window_s = 2.0;
 };
-
-std::vector<Config> read_keys(const std::string& path) {
-  std::istringstream text(read_file(path, "key list"));
-  std::vector<Config> configs;
-  std::string line;
-  int line_number = 0;
-  while (std::getline(text, line)) {
-    ++line_number;
-    const std::size_t begin = line.find_first_not_of(" \t\r");
-    if (begin == std::string::npos || line[begin] == '#') continue;
-    const std::size_t end = line.find_last_not_of(" \t\r");
-    try {
-      configs.push_back(parse_key(line.substr(begin, end - begin + 1)));
-    } catch (const Error& error) {
-      throw input_error_at(path, line_number, static_cast<int>(begin) + 1, error.what());
-    }
-  }
-  if (configs.empty()) throw input_error_at(path, 0, 0, "the key list is empty");
-  return configs;
-}
-
-std::vector<Config> select_configs(const ProfileOptions& options) {
-  if (!options.keys_file.empty()) return read_keys(options.keys_file);
-  const Space space = Space::from_file(options.spec);
-  SpaceFeatures features(space);
-  const IndexFilter accept =
-      space.constraints().empty() ? IndexFilter() : IndexFilter([&](std::uint64_t index) {
-        return features.violated_constraint(index).empty();
-      });
-  std::vector<std::uint64_t> indices;
-  if (options.sample > 0) {
-    indices = options.sampling == "stratified"
-                  ? sample_stratified(space, options.sample, options.seed, accept)
-                  : sample_random(space, options.sample, options.seed, accept);
-  } else {
-    constexpr std::uint64_t kMaxWholeSpace = 10'000'000;
-    if (space.size() > kMaxWholeSpace) {
-      throw Error(ErrorCategory::kUsage, "the space has " + std::to_string(space.size()) +
-                                             " points: profile a --sample of it");
-    }
-    for (std::uint64_t index = 0; index < space.size(); ++index) {
-      if (!accept || accept(index)) indices.push_back(index);
-    }
-  }
-  std::vector<Config> configs;
-  configs.reserve(indices.size());
-  for (std::uint64_t index : indices) configs.push_back(space.at(index));
-  return configs;
-}
 
 std::string duration_text(double seconds) {
   const auto total = static_cast<long long>(seconds + 0.5);
@@ -151,15 +91,17 @@ void print_progress(const CampaignProgress& progress, bool terminal) {
 }
 
 void run_profile(const ProfileOptions& options) {
-  if (options.spec.empty() == options.keys_file.empty()) {
+  if (options.selection.spec.empty() == options.selection.keys_file.empty()) {
     throw Error(ErrorCategory::kUsage, "give either --spec or --keys");
   }
   CampaignOptions campaign;
-  campaign.spec_text = options.keys_file.empty() ? read_file(options.spec, "spec file")
-                                                 : read_file(options.keys_file, "key list");
-  const std::vector<Config> configs = select_configs(options);
-  campaign.name =
-      options.keys_file.empty() ? Space::from_file(options.spec).name() : options.keys_file;
+  campaign.spec_text = options.selection.keys_file.empty()
+                           ? read_file(options.selection.spec, "spec file")
+                           : read_file(options.selection.keys_file, "key list");
+  const std::vector<Config> configs = select_configs(options.selection);
+  campaign.name = options.selection.keys_file.empty()
+                      ? Space::from_file(options.selection.spec).name()
+                      : options.selection.keys_file;
   campaign.db_path = options.db;
   campaign.device = options.device;
   campaign.protocol = options.protocol;
@@ -213,14 +155,16 @@ void add_profile_verbs(CLI::App& app) {
   auto options = std::make_shared<ProfileOptions>();
   CLI::App* profile = app.add_subcommand(
       "profile", "measure configurations on a device into a SQLite database (resumable)");
-  profile->add_option("--spec", options->spec, "design-space spec (YAML)");
-  profile->add_option("--keys", options->keys_file, "file with one configuration key per line");
+  profile->add_option("--spec", options->selection.spec, "design-space spec (YAML)");
+  profile->add_option("--keys", options->selection.keys_file,
+                      "file with one configuration key per line");
   profile->add_option("--device", options->device, "device id or kind (default cpu)");
   profile->add_option("--db", options->db, "SQLite database to write (created if missing)")
       ->required();
-  profile->add_option("--sample", options->sample, "profile N configurations of the spec");
-  profile->add_option("--seed", options->seed, "seed of the sample");
-  profile->add_option("--sampling", options->sampling, "random or stratified")
+  profile->add_option("--sample", options->selection.sample,
+                      "profile N configurations of the spec");
+  profile->add_option("--seed", options->selection.seed, "seed of the sample");
+  profile->add_option("--sampling", options->selection.sampling, "random or stratified")
       ->check(CLI::IsMember({"random", "stratified"}));
   profile->add_option("--time-budget", options->time_budget,
                       "start no configuration after this long, e.g. 30m");

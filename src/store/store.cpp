@@ -210,17 +210,58 @@ std::int64_t Store::ensure_device(const DeviceRecord& device) {
   return id;
 }
 
+namespace {
+
+DeviceRecord read_device(const Statement& row) {
+  DeviceRecord device;
+  device.id = row.integer("id");
+  device.fingerprint = row.text("fingerprint");
+  device.kind = row.text("kind");
+  device.name = row.text("name");
+  device.details_json = row.text("details");
+  return device;
+}
+
+}  // namespace
+
 std::optional<DeviceRecord> Store::find_device(std::string_view fingerprint) const {
   Statement find(impl_->db.get(), "SELECT * FROM devices WHERE fingerprint = :fingerprint");
   find.bind(":fingerprint", fingerprint);
   if (!find.step()) return std::nullopt;
-  DeviceRecord device;
-  device.id = find.integer("id");
-  device.fingerprint = find.text("fingerprint");
-  device.kind = find.text("kind");
-  device.name = find.text("name");
-  device.details_json = find.text("details");
-  return device;
+  return read_device(find);
+}
+
+std::vector<DeviceRecord> Store::devices() const {
+  Statement all(impl_->db.get(), "SELECT * FROM devices ORDER BY id");
+  std::vector<DeviceRecord> devices;
+  while (all.step()) devices.push_back(read_device(all));
+  return devices;
+}
+
+std::vector<MeasuredTargets> Store::ok_measurements(std::string_view fingerprint) const {
+  Statement rows(
+      impl_->db.get(),
+      "SELECT m.configuration_key, d.fingerprint, m.finished_at, m.device_median_ms, "
+      "m.wall_median_ms, m.energy_j, m.energy_null_reason, m.engine_peak_bytes, "
+      "m.process_peak_rss_bytes FROM measurements m JOIN devices d ON d.id = m.device_id "
+      "WHERE m.status = 'ok' AND (:fingerprint = '' OR d.fingerprint = :fingerprint) "
+      "ORDER BY m.configuration_key, m.finished_at, m.id");
+  rows.bind(":fingerprint", fingerprint);
+  std::vector<MeasuredTargets> measured;
+  while (rows.step()) {
+    MeasuredTargets& row = measured.emplace_back();
+    row.configuration_key = rows.text("configuration_key");
+    row.device_fingerprint = rows.text("fingerprint");
+    row.finished_at = rows.text("finished_at");
+    const std::optional<double> device_ms = rows.optional_real("device_median_ms");
+    row.latency_ms = device_ms ? *device_ms : rows.real("wall_median_ms");
+    row.latency_clock = device_ms ? "device" : "wall";
+    row.energy_j = rows.optional_real("energy_j");
+    row.energy_null_reason = rows.optional_text("energy_null_reason").value_or("");
+    row.engine_peak_bytes = rows.optional_integer("engine_peak_bytes");
+    row.process_peak_rss_bytes = rows.optional_integer("process_peak_rss_bytes");
+  }
+  return measured;
 }
 
 namespace {

@@ -8,27 +8,12 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "run.hpp"
+
 namespace {
 
-struct CommandResult {
-  int exit_code = -1;
-  std::string out;  // stdout and stderr together
-};
-
-CommandResult run(const std::string& arguments) {
-  const std::string command = std::string(CARB_BINARY) + " " + arguments + " 2>&1";
-  FILE* pipe = popen(command.c_str(), "r");
-  EXPECT_NE(pipe, nullptr);
-  CommandResult result;
-  std::array<char, 4096> buffer{};
-  std::size_t read = 0;
-  while ((read = std::fread(buffer.data(), 1, buffer.size(), pipe)) > 0) {
-    result.out.append(buffer.data(), read);
-  }
-  const int status = pclose(pipe);
-  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  return result;
-}
+using carb_test::CommandResult;
+using carb_test::run;
 
 std::string examples(const std::string& name) {
   return std::string(CARB_SOURCE_DIR) + "/examples/spaces/" + name;

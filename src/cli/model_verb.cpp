@@ -1,0 +1,362 @@
+// carb fit | carb predict | carb evaluate: the CARB predictor on the command line.
+#include <cmath>
+#include <filesystem>
+#include <iostream>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "carb/error.hpp"
+#include "carb/graph.hpp"
+#include "carb/model.hpp"
+#include "carb/store.hpp"
+#include "output.hpp"
+#include "select.hpp"
+#include "verbs.hpp"
+
+namespace carb::cli {
+
+namespace {
+
+std::vector<std::string> split_list(const std::string& text) {
+  std::vector<std::string> items;
+  std::size_t begin = 0;
+  while (begin <= text.size()) {
+    const std::size_t end = std::min(text.find(',', begin), text.size());
+    if (end > begin) items.push_back(text.substr(begin, end - begin));
+    begin = end + 1;
+  }
+  return items;
+}
+
+struct DataOptions {
+  std::string db;
+  std::string device;
+  std::string table;
+  std::string features;
+  std::vector<std::string> targets;
+  std::string stratify;
+  std::string batch_column;
+};
+
+void add_data_options(CLI::App* verb, DataOptions& options) {
+  verb->add_option("--db", options.db, "carb database of measurements");
+  verb->add_option("--device", options.device,
+                   "device fingerprint, when the database holds several");
+  verb->add_option("--table", options.table, "or a CSV table");
+  verb->add_option("--features", options.features, "table: feature columns, comma-separated");
+  verb->add_option("--target", options.targets, "table: NAME=COLUMN, repeated, in cascade order");
+  verb->add_option("--stratify", options.stratify,
+                   "table: columns whose terciles stratify the split");
+  verb->add_option("--batch-column", options.batch_column,
+                   "table: the batch-size column (for the low-batch corrector)");
+}
+
+Dataset load_data(const DataOptions& options) {
+  if (options.db.empty() == options.table.empty()) {
+    throw Error(ErrorCategory::kUsage, "give either --db or --table");
+  }
+  if (!options.db.empty()) {
+    if (!options.features.empty() || !options.targets.empty()) {
+      throw Error(ErrorCategory::kUsage,
+                  "--features and --target are for --table; a database's are fixed");
+    }
+    if (!std::filesystem::exists(options.db)) {
+      throw Error(ErrorCategory::kInput, options.db + ": no such database");
+    }
+    return dataset_from_store(Store::open(options.db), options.device);
+  }
+  TableSpec spec;
+  spec.features = split_list(options.features);
+  for (const std::string& target : options.targets) {
+    spec.targets.push_back(parse_table_target(target));
+  }
+  spec.stratify = split_list(options.stratify);
+  spec.batch_column = options.batch_column;
+  return dataset_from_table(read_csv(options.table), spec);
+}
+
+std::string unit_of(const Predictor& predictor, const std::string& target) {
+  for (const TargetInfo& info : predictor.targets()) {
+    if (info.name == target) return info.unit;
+  }
+  return "";
+}
+
+void print_scores(const std::vector<MethodScores>& scores, const Predictor& predictor,
+                  Format format) {
+  auto writer = make_row_writer(format,
+                                {"target", "method", "n", "r2", "mae", "unit", "mape_pct",
+                                 "within10_pct", "spearman", "slope", "coverage_pct", "mean_width"},
+                                std::cout);
+  for (const MethodScores& s : scores) {
+    const Metrics& m = s.metrics;
+    writer->row({s.target, s.method, static_cast<std::int64_t>(m.n), m.r2, m.mae,
+                 unit_of(predictor, s.target), m.mape, m.within10, m.spearman, m.slope,
+                 m.coverage ? Cell(*m.coverage) : Cell(std::string()),
+                 m.mean_width ? Cell(*m.mean_width) : Cell(std::string())});
+  }
+  writer->finish();
+}
+
+// --- carb fit -------------------------------------------------------------------------------
+
+struct FitCommand {
+  DataOptions data;
+  std::string output;
+  std::string format = "table";
+  std::string prior = "base";
+  bool no_cascade = false;
+  bool no_corrector = false;
+  FitOptions options;
+};
+
+void run_fit(FitCommand& command) {
+  if (command.output.empty()) throw Error(ErrorCategory::kUsage, "give -o MODEL.json");
+  const auto prior = parse_prior_mode(command.prior);
+  if (!prior) throw Error(ErrorCategory::kUsage, "--prior must be none, member or base");
+  command.options.prior = *prior;
+  command.options.cascade = !command.no_cascade;
+  command.options.corrector = !command.no_corrector;
+  const Format format = parse_format(command.format);
+  const Dataset data = load_data(command.data);
+  FitReport report;
+  const Predictor predictor = Predictor::fit(data, command.options, &report);
+  predictor.save(command.output);
+  if (format == Format::kJson) {
+    nlohmann::json out = nlohmann::json::parse(predictor.to_json_text());
+    nlohmann::json summary = out.at("evaluation");
+    summary["model"] = command.output;
+    summary["device"] = out.at("device");
+    summary["rows"] = data.rows();
+    std::cout << summary.dump(1) << "\n";
+    return;
+  }
+  std::cerr << "fitted " << data.rows() << " rows"
+            << (data.device_name.empty() ? "" : " of " + data.device_name) << " (train "
+            << report.train_rows << ", validation " << report.validation_rows << ", calibration "
+            << report.calibration_rows << ", test " << report.test_rows << ") in "
+            << std::round(report.fit_seconds * 10) / 10 << " s\n";
+  if (data.dropped_duplicates > 0) {
+    std::cerr << "used the latest of repeated measurements: " << data.dropped_duplicates
+              << " older rows left out\n";
+  }
+  for (const std::string& note : report.notes) std::cerr << "note: " << note << "\n";
+  std::cerr << "test split (" << 100 * command.options.coverage << "% intervals):\n";
+  print_scores(report.scores, predictor, format);
+  std::cerr << "wrote " << command.output << "\n";
+}
+
+// --- carb predict ---------------------------------------------------------------------------
+
+struct PredictCommand {
+  std::string model;
+  Selection selection;
+  std::vector<std::string> keys;
+  std::string table;
+  std::string format = "table";
+};
+
+void run_predict(const PredictCommand& command) {
+  const Predictor predictor = Predictor::load(command.model);
+  const Format format = parse_format(command.format);
+  const int sources = (!command.selection.spec.empty() ? 1 : 0) +
+                      (!command.selection.keys_file.empty() ? 1 : 0) +
+                      (!command.keys.empty() ? 1 : 0) + (!command.table.empty() ? 1 : 0);
+  if (sources != 1) {
+    throw Error(ErrorCategory::kUsage, "give exactly one of --spec, --keys, --table or KEY...");
+  }
+  std::vector<std::string> ids;
+  std::vector<float> x;
+  std::vector<int> batch;
+  if (!command.table.empty()) {
+    if (predictor.schema() != "table") {
+      throw Error(ErrorCategory::kUsage, command.model +
+                                             " predicts from configurations: give --spec, "
+                                             "--keys or keys, not --table");
+    }
+    // The model's features by their column names ("log_" marks a log1p column).
+    const CsvTable table = read_csv(command.table);
+    TableSpec spec;
+    std::vector<bool> logged;
+    for (const std::string& name : predictor.feature_names()) {
+      const bool log =
+          name.rfind("log_", 0) == 0 &&
+          std::find(table.header.begin(), table.header.end(), name) == table.header.end();
+      logged.push_back(log);
+      spec.features.push_back(log ? name.substr(4) : name);
+    }
+    for (std::size_t r = 0; r < table.rows.size(); ++r) {
+      for (std::size_t f = 0; f < spec.features.size(); ++f) {
+        const std::size_t column = table.column(spec.features[f]);
+        const std::string& cell = table.rows[r][column];
+        char* end = nullptr;
+        const double value = std::strtod(cell.c_str(), &end);
+        if (cell.empty() || end != cell.c_str() + cell.size() || !std::isfinite(value)) {
+          throw input_error_at(table.path, table.lines[r], static_cast<int>(column) + 1,
+                               "'" + cell + "' is not a finite number");
+        }
+        x.push_back(static_cast<float>(logged[f] ? std::log1p(value) : value));
+      }
+      ids.push_back("line " + std::to_string(table.lines[r]));
+      batch.push_back(0);
+    }
+  } else {
+    if (predictor.schema() != "carb-ir-1") {
+      throw Error(ErrorCategory::kUsage,
+                  command.model + " was fitted on a table: predict with --table");
+    }
+    std::vector<Config> configs;
+    if (!command.keys.empty()) {
+      for (const std::string& key : command.keys) configs.push_back(parse_key(key));
+    } else {
+      configs = select_configs(command.selection);
+    }
+    FeatureRows rows = feature_rows(configs);
+    x = std::move(rows.x);
+    batch = std::move(rows.batch);
+    for (const Config& config : configs) ids.push_back(to_key(config));
+  }
+  const auto predictions = predictor.predict(x.data(), ids.size(), batch.data());
+  std::vector<std::string> columns = {"key"};
+  for (const TargetInfo& target : predictor.targets()) {
+    const std::string suffix = target.unit.empty() ? "" : "_" + target.unit;
+    for (const char* part : {"", "_low", "_high"}) {
+      columns.push_back(target.name + suffix + part);
+    }
+  }
+  auto writer = make_row_writer(format, columns, std::cout);
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    std::vector<Cell> row = {ids[i]};
+    for (std::size_t t = 0; t < predictions.size(); ++t) {
+      const TargetPrediction& p = predictions[t][i];
+      if (p.available) {
+        row.insert(row.end(), {p.value, p.low, p.high});
+      } else {
+        row.insert(row.end(), {std::string(), std::string(), std::string()});
+      }
+    }
+    writer->row(row);
+  }
+  writer->finish();
+  for (std::size_t t = 0; t < predictions.size(); ++t) {
+    if (!predictions[t].empty() && !predictions[t][0].available) {
+      std::cerr << "note: " << predictor.targets()[t].name
+                << " is unavailable: " << predictions[t][0].reason << "\n";
+    }
+  }
+}
+
+// --- carb evaluate --------------------------------------------------------------------------
+
+struct EvaluateCommand {
+  std::string model;
+  DataOptions data;
+  std::string format = "table";
+};
+
+void run_evaluate(EvaluateCommand& command) {
+  const Predictor predictor = Predictor::load(command.model);
+  const Format format = parse_format(command.format);
+  if (!command.data.db.empty() && predictor.schema() != "carb-ir-1") {
+    throw Error(ErrorCategory::kInput,
+                command.model + " was fitted on a table, not on carb measurements");
+  }
+  if (!command.data.table.empty()) {
+    // A table model reads the same columns it was fitted on.
+    if (command.data.features.empty() || command.data.targets.empty()) {
+      throw Error(ErrorCategory::kUsage,
+                  "--table needs the --features and --target the model was fitted with");
+    }
+  }
+  Dataset data;
+  if (!command.data.db.empty() && command.data.device.empty()) {
+    // The model's own device when the database has it, else its only device (transfer).
+    const Store store = Store::open(command.data.db);
+    const bool has_model_device = store.find_device(predictor.device_fingerprint()).has_value();
+    data = dataset_from_store(store, has_model_device ? predictor.device_fingerprint() : "");
+  } else {
+    data = load_data(command.data);
+  }
+  if (data.feature_names != predictor.feature_names()) {
+    throw Error(ErrorCategory::kInput, command.model +
+                                           ": the model's feature schema differs "
+                                           "from the data's");
+  }
+  const bool transfer = data.device_fingerprint != predictor.device_fingerprint();
+  std::cerr << (transfer ? "transfer: model of " + predictor.device_name() + " scored on " +
+                               data.device_name
+                         : std::string("model scored on its own device"))
+            << " (" << data.rows() << " rows)\n";
+  if (!transfer && !command.data.db.empty()) {
+    std::cerr << "note: rows the model was trained on are scored too; the fit's test-split "
+                 "scores are the honest ones\n";
+  }
+  const std::vector<MethodScores> scores = evaluate(predictor, data);
+  if (format == Format::kJson) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const MethodScores& s : scores) {
+      out.push_back({{"target", s.target},
+                     {"method", s.method},
+                     {"n", s.metrics.n},
+                     {"r2", s.metrics.r2},
+                     {"mae", s.metrics.mae},
+                     {"mape", s.metrics.mape},
+                     {"within10", s.metrics.within10},
+                     {"spearman", s.metrics.spearman},
+                     {"slope", s.metrics.slope},
+                     {"coverage", s.metrics.coverage ? nlohmann::json(*s.metrics.coverage)
+                                                     : nlohmann::json(nullptr)}});
+    }
+    std::cout << nlohmann::json{{"transfer", transfer}, {"scores", out}}.dump(1) << "\n";
+    return;
+  }
+  print_scores(scores, predictor, format);
+}
+
+}  // namespace
+
+void add_model_verbs(CLI::App& app) {
+  auto fit = std::make_shared<FitCommand>();
+  CLI::App* fit_verb = app.add_subcommand(
+      "fit", "fit the CARB predictor on measurements (or a table) and write a model file");
+  add_data_options(fit_verb, fit->data);
+  fit_verb->add_option("-o,--output", fit->output, "model file to write (JSON)");
+  fit_verb->add_option("--format", fit->format, "table, csv or json");
+  fit_verb->add_option("--seed", fit->options.seed, "seed of the split and the learners");
+  fit_verb->add_option("--coverage", fit->options.coverage, "interval coverage (default 0.9)");
+  fit_verb->add_option("--prior", fit->prior,
+                       "ridge prior: base (trees correct it), member, or none");
+  fit_verb->add_flag("--no-cascade", fit->no_cascade, "fit each target on its own");
+  fit_verb->add_flag("--no-corrector", fit->no_corrector, "no low-batch corrector");
+  fit_verb->add_option("--learning-rate", fit->options.learning_rate, "boosting step (0.1)");
+  fit_verb->add_option("--forest-trees", fit->options.forest_trees, "random-forest trees (64)");
+  fit_verb->add_option("--fixed-rounds", fit->options.fixed_rounds,
+                       "boosting rounds without early stopping (0: early stopping)");
+  fit_verb->add_option("--threads", fit->options.threads, "XGBoost threads (0: all cores)");
+  fit_verb->add_flag("--leave-low-batch-out", fit->options.leave_low_batch_out,
+                     "train on batch > 8, test on batch <= 8");
+  fit_verb->callback([fit] { run_fit(*fit); });
+
+  auto predict = std::make_shared<PredictCommand>();
+  CLI::App* predict_verb = app.add_subcommand(
+      "predict", "predict energy, latency and memory, with intervals, for configurations");
+  predict_verb->add_option("--model", predict->model, "model file")->required();
+  predict_verb->add_option("--spec", predict->selection.spec, "design-space spec (YAML)");
+  predict_verb->add_option("--sample", predict->selection.sample, "N configurations of the spec");
+  predict_verb->add_option("--seed", predict->selection.seed, "seed of the sample");
+  predict_verb->add_option("--keys", predict->selection.keys_file, "file of configuration keys");
+  predict_verb->add_option("--table", predict->table, "CSV table (for a model fitted on one)");
+  predict_verb->add_option("--format", predict->format, "table, csv or json");
+  predict_verb->add_option("key", predict->keys, "configuration keys");
+  predict_verb->callback([predict] { run_predict(*predict); });
+
+  auto evaluate_command = std::make_shared<EvaluateCommand>();
+  CLI::App* evaluate_verb = app.add_subcommand(
+      "evaluate", "score a model on measurements: accuracy, intervals, cross-device transfer");
+  evaluate_verb->add_option("--model", evaluate_command->model, "model file")->required();
+  add_data_options(evaluate_verb, evaluate_command->data);
+  evaluate_verb->add_option("--format", evaluate_command->format, "table, csv or json");
+  evaluate_verb->callback([evaluate_command] { run_evaluate(*evaluate_command); });
+}
+
+}  // namespace carb::cli

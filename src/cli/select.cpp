@@ -1,0 +1,68 @@
+#include "select.hpp"
+
+#include <fstream>
+#include <sstream>
+
+#include "carb/error.hpp"
+#include "carb/graph.hpp"
+
+namespace carb::cli {
+
+std::string read_file(const std::string& path, const std::string& what) {
+  std::ifstream file(path);
+  if (!file) throw Error(ErrorCategory::kInput, path + ": cannot open " + what);
+  std::stringstream text;
+  text << file.rdbuf();
+  return text.str();
+}
+
+std::vector<Config> read_keys(const std::string& path) {
+  std::istringstream text(read_file(path, "key list"));
+  std::vector<Config> configs;
+  std::string line;
+  int line_number = 0;
+  while (std::getline(text, line)) {
+    ++line_number;
+    const std::size_t begin = line.find_first_not_of(" \t\r");
+    if (begin == std::string::npos || line[begin] == '#') continue;
+    const std::size_t end = line.find_last_not_of(" \t\r");
+    try {
+      configs.push_back(parse_key(line.substr(begin, end - begin + 1)));
+    } catch (const Error& error) {
+      throw input_error_at(path, line_number, static_cast<int>(begin) + 1, error.what());
+    }
+  }
+  if (configs.empty()) throw input_error_at(path, 0, 0, "the key list is empty");
+  return configs;
+}
+
+std::vector<Config> select_configs(const Selection& selection) {
+  if (!selection.keys_file.empty()) return read_keys(selection.keys_file);
+  const Space space = Space::from_file(selection.spec);
+  SpaceFeatures features(space);
+  const IndexFilter accept =
+      space.constraints().empty() ? IndexFilter() : IndexFilter([&](std::uint64_t index) {
+        return features.violated_constraint(index).empty();
+      });
+  std::vector<std::uint64_t> indices;
+  if (selection.sample > 0) {
+    indices = selection.sampling == "stratified"
+                  ? sample_stratified(space, selection.sample, selection.seed, accept)
+                  : sample_random(space, selection.sample, selection.seed, accept);
+  } else {
+    constexpr std::uint64_t kMaxWholeSpace = 10'000'000;
+    if (space.size() > kMaxWholeSpace) {
+      throw Error(ErrorCategory::kUsage, "the space has " + std::to_string(space.size()) +
+                                             " points: take a --sample of it");
+    }
+    for (std::uint64_t index = 0; index < space.size(); ++index) {
+      if (!accept || accept(index)) indices.push_back(index);
+    }
+  }
+  std::vector<Config> configs;
+  configs.reserve(indices.size());
+  for (std::uint64_t index : indices) configs.push_back(space.at(index));
+  return configs;
+}
+
+}  // namespace carb::cli

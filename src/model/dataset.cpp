@@ -1,0 +1,427 @@
+// Datasets for the predictor: architecture features of stored measurements (schema
+// "carb-ir-1"), and any external CSV table.
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "carb/error.hpp"
+#include "carb/model.hpp"
+#include "carb/store.hpp"
+
+namespace carb {
+
+std::vector<TargetInfo> store_targets() {
+  return {{"memory", "B", "engine_peak_bytes"},
+          {"energy", "J", "energy_j"},
+          {"latency", "ms", "latency_median_ms"}};
+}
+
+const std::vector<std::string>& architecture_feature_names() {
+  // Knobs, layer counts, then the analytic features; heavy-tailed ones in log1p (method.md §3).
+  static const std::vector<std::string> names = {
+      "bottleneck",
+      "depth",
+      "width_multiplier",
+      "early_downsample",
+      "resolution",
+      "log_batch",
+      "precision_bytes",
+      "bf16",
+      "stages",
+      "classes",
+      "conv_layers",
+      "add_layers",
+      "widest_channels",
+      "kernel_launches",
+      "log_flops",
+      "log_params",
+      "log_param_bytes",
+      "log_activation_bytes",
+      "log_peak_activation_bytes",
+      "log_analytic_peak_bytes",
+      "log_arithmetic_intensity",
+      "log_flops_per_image",
+  };
+  return names;
+}
+
+void architecture_features(const Config& config, const Features& features, float* out) {
+  const auto log1 = [](double value) { return static_cast<float>(std::log1p(value)); };
+  std::size_t i = 0;
+  out[i++] = config.block == BlockType::kBottleneck ? 1.0F : 0.0F;
+  out[i++] = static_cast<float>(config.depth());
+  out[i++] = static_cast<float>(config.width_multiplier);
+  out[i++] = config.early_downsample ? 1.0F : 0.0F;
+  out[i++] = static_cast<float>(config.resolution);
+  out[i++] = log1(config.batch);
+  out[i++] = static_cast<float>(element_bytes(config.precision));
+  out[i++] = config.precision == Precision::kBf16 ? 1.0F : 0.0F;
+  out[i++] = static_cast<float>(config.stage_blocks.size());
+  out[i++] = static_cast<float>(config.classes);
+  out[i++] = static_cast<float>(features.layer_counts[LayerKind::kConv]);
+  out[i++] = static_cast<float>(features.layer_counts[LayerKind::kAdd]);
+  out[i++] = static_cast<float>(features.widest_channels);
+  out[i++] = static_cast<float>(features.kernel_launches);
+  out[i++] = log1(static_cast<double>(features.flops));
+  out[i++] = log1(static_cast<double>(features.params));
+  out[i++] = log1(static_cast<double>(features.param_bytes));
+  out[i++] = log1(static_cast<double>(features.activation_bytes));
+  out[i++] = log1(static_cast<double>(features.peak_activation_bytes));
+  out[i++] = log1(static_cast<double>(features.param_bytes + features.peak_activation_bytes));
+  out[i++] = log1(features.arithmetic_intensity);
+  out[i++] = log1(static_cast<double>(features.flops) / config.batch);
+  CARB_CHECK(i == architecture_feature_names().size(), "feature count matches the schema");
+}
+
+namespace {
+
+// Batch tier x depth tier, the split's strata (method.md §4).
+int stratum_of(const Config& config) {
+  const int batch_tier = config.batch <= 8 ? 0 : (config.batch <= 32 ? 1 : 2);
+  const int depth = config.depth();
+  const int depth_tier = depth <= 26 ? 0 : (depth <= 50 ? 1 : 2);
+  return batch_tier * 3 + depth_tier;
+}
+
+}  // namespace
+
+FeatureRows feature_rows(const std::vector<Config>& configs) {
+  FeatureRows rows;
+  const std::size_t cols = architecture_feature_names().size();
+  rows.x.resize(configs.size() * cols);
+  rows.batch.reserve(configs.size());
+  for (std::size_t i = 0; i < configs.size(); ++i) {
+    const Features features = compute_features(build_network(configs[i]));
+    architecture_features(configs[i], features, rows.x.data() + i * cols);
+    rows.batch.push_back(configs[i].batch);
+  }
+  return rows;
+}
+
+FeatureRows feature_rows(const Space& space, SpaceFeatures& features,
+                         const std::vector<std::uint64_t>& indices) {
+  FeatureRows rows;
+  const std::size_t cols = architecture_feature_names().size();
+  rows.x.resize(indices.size() * cols);
+  rows.batch.reserve(indices.size());
+  for (std::size_t i = 0; i < indices.size(); ++i) {
+    const Config config = space.at(indices[i]);
+    architecture_features(config, features.at(indices[i]), rows.x.data() + i * cols);
+    rows.batch.push_back(config.batch);
+  }
+  return rows;
+}
+
+Dataset dataset_from_store(const Store& store, std::string_view device) {
+  const std::vector<DeviceRecord> devices = store.devices();
+  std::string fingerprint(device);
+  const auto list = [&] {
+    std::string text;
+    for (const DeviceRecord& record : devices) {
+      text += (text.empty() ? "" : ", ") + record.fingerprint + " (" + record.name + ")";
+    }
+    return text;
+  };
+  if (fingerprint.empty()) {
+    if (devices.empty()) {
+      throw Error(ErrorCategory::kInput, store.path() + ": no measurements to fit (no devices)");
+    }
+    if (devices.size() > 1) {
+      throw Error(ErrorCategory::kInput, store.path() + " holds " + std::to_string(devices.size()) +
+                                             " devices; choose one with --device: " + list());
+    }
+    fingerprint = devices.front().fingerprint;
+  }
+  const auto found = std::find_if(devices.begin(), devices.end(), [&](const DeviceRecord& d) {
+    return d.fingerprint == fingerprint;
+  });
+  if (found == devices.end()) {
+    throw Error(ErrorCategory::kInput, store.path() + " has no device '" + fingerprint +
+                                           "'; it has: " + (devices.empty() ? "none" : list()));
+  }
+
+  // Latest measurement per configuration (rows come ordered by key, then finish time).
+  std::vector<MeasuredTargets> measured = store.ok_measurements(fingerprint);
+  Dataset data;
+  data.schema = "carb-ir-1";
+  data.feature_names = architecture_feature_names();
+  data.targets = store_targets();
+  data.device_fingerprint = fingerprint;
+  data.device_name = found->name;
+  data.y.assign(data.targets.size(), {});
+  data.missing_reason.assign(data.targets.size(), "");
+  std::map<std::string, int> energy_reasons;
+  std::vector<Config> configs;
+  for (std::size_t i = 0; i < measured.size(); ++i) {
+    if (i + 1 < measured.size() &&
+        measured[i + 1].configuration_key == measured[i].configuration_key) {
+      ++data.dropped_duplicates;
+      continue;
+    }
+    const MeasuredTargets& row = measured[i];
+    const Config config = parse_key(row.configuration_key);
+    configs.push_back(config);
+    data.ids.push_back(row.configuration_key);
+    data.batch.push_back(config.batch);
+    data.stratum.push_back(stratum_of(config));
+    const double nan = std::nan("");
+    data.y[0].push_back(row.engine_peak_bytes ? static_cast<double>(*row.engine_peak_bytes) : nan);
+    data.y[1].push_back(row.energy_j.value_or(nan));
+    data.y[2].push_back(row.latency_ms);
+    if (!row.energy_j) ++energy_reasons[row.energy_null_reason];
+  }
+  FeatureRows rows = feature_rows(configs);
+  data.x = std::move(rows.x);
+  for (std::size_t t = 0; t < data.targets.size(); ++t) {
+    const bool any = std::any_of(data.y[t].begin(), data.y[t].end(),
+                                 [](double value) { return !std::isnan(value); });
+    if (any || data.rows() == 0) continue;
+    if (t == 1 && !energy_reasons.empty()) {
+      const auto most =
+          std::max_element(energy_reasons.begin(), energy_reasons.end(),
+                           [](const auto& a, const auto& b) { return a.second < b.second; });
+      data.missing_reason[t] = "no energy measured on " + data.device_name + ": " + most->first;
+    } else {
+      data.missing_reason[t] = "no " + data.targets[t].source + " measured on " + data.device_name;
+    }
+  }
+  return data;
+}
+
+// ---------------------------------------------------------------------------------------------
+// CSV tables
+
+std::size_t CsvTable::column(std::string_view name) const {
+  const auto found = std::find(header.begin(), header.end(), name);
+  if (found != header.end()) return static_cast<std::size_t>(found - header.begin());
+  std::string columns;
+  for (const std::string& column : header) columns += (columns.empty() ? "" : ", ") + column;
+  throw Error(ErrorCategory::kInput,
+              path + ":1:1: no column '" + std::string(name) + "'; the table has: " + columns);
+}
+
+CsvTable parse_csv(std::string_view text, const std::string& path) {
+  CsvTable table;
+  table.path = path;
+  std::vector<std::vector<std::string>> records;
+  std::vector<int> lines;
+  std::vector<std::string> record;
+  std::string field;
+  int line = 1, column = 1;
+  int record_line = 1;
+  bool quoted = false, field_started = false, after_quote = false;
+  const auto end_field = [&] {
+    record.push_back(std::move(field));
+    field.clear();
+    field_started = false;
+    after_quote = false;
+  };
+  const auto end_record = [&] {
+    end_field();
+    if (!(record.size() == 1 && record[0].empty())) {  // skip blank lines
+      records.push_back(std::move(record));
+      lines.push_back(record_line);
+    }
+    record.clear();
+  };
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (quoted) {
+      if (c == '"') {
+        if (i + 1 < text.size() && text[i + 1] == '"') {
+          field += '"';
+          ++i;
+          ++column;
+        } else {
+          quoted = false;
+          after_quote = true;
+        }
+      } else {
+        field += c;
+      }
+      if (c == '\n') {
+        ++line;
+        column = 0;
+      }
+    } else if (c == '"' && !field_started) {
+      quoted = true;
+      field_started = true;
+    } else if (c == ',') {
+      end_field();
+    } else if (c == '\n' || c == '\r') {
+      if (c == '\r' && i + 1 < text.size() && text[i + 1] == '\n') ++i;
+      end_record();
+      ++line;
+      column = 0;
+      record_line = line;
+    } else if (after_quote) {
+      throw Error(ErrorCategory::kInput, path + ":" + std::to_string(line) + ":" +
+                                             std::to_string(column) +
+                                             ": text after a closing quote");
+    } else {
+      field += c;
+      field_started = true;
+    }
+    ++column;
+  }
+  if (quoted) {
+    throw Error(ErrorCategory::kInput,
+                path + ":" + std::to_string(record_line) + ":1: a quoted field is never closed");
+  }
+  if (field_started || !record.empty()) end_record();
+  if (records.empty()) throw Error(ErrorCategory::kInput, path + ":1:1: empty table, no header");
+  table.header = std::move(records.front());
+  for (std::size_t r = 1; r < records.size(); ++r) {
+    if (records[r].size() != table.header.size()) {
+      throw Error(ErrorCategory::kInput, path + ":" + std::to_string(lines[r]) +
+                                             ":1: " + std::to_string(records[r].size()) +
+                                             " fields, the header has " +
+                                             std::to_string(table.header.size()));
+    }
+    table.rows.push_back(std::move(records[r]));
+    table.lines.push_back(lines[r]);
+  }
+  return table;
+}
+
+CsvTable read_csv(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(ErrorCategory::kInput, path + ": cannot open the table");
+  std::ostringstream text;
+  text << in.rdbuf();
+  return parse_csv(text.str(), path);
+}
+
+TargetInfo parse_table_target(std::string_view text) {
+  const auto equals = text.find('=');
+  TargetInfo target;
+  target.name = std::string(text.substr(0, equals));
+  target.source =
+      equals == std::string_view::npos ? target.name : std::string(text.substr(equals + 1));
+  if (target.name.empty() || target.source.empty()) {
+    throw Error(ErrorCategory::kUsage,
+                "--target '" + std::string(text) + "': expected NAME=COLUMN or COLUMN");
+  }
+  return target;
+}
+
+namespace {
+
+// A cell as a finite number, or an error at its position.
+double number_at(const CsvTable& table, std::size_t row, std::size_t column) {
+  const std::string& cell = table.rows[row][column];
+  const auto where = [&] {
+    return table.path + ":" + std::to_string(table.lines[row]) + ":" + std::to_string(column + 1);
+  };
+  if (cell.empty()) return std::nan("");
+  char* end = nullptr;
+  const double value = std::strtod(cell.c_str(), &end);
+  if (end != cell.c_str() + cell.size() || !std::isfinite(value)) {
+    throw Error(ErrorCategory::kInput, where() + ": column '" + table.header[column] + "': '" +
+                                           cell + "' is not a finite number");
+  }
+  return value;
+}
+
+// Tercile (0, 1, 2) of each value among all of them.
+std::vector<int> terciles(const std::vector<double>& values) {
+  std::vector<double> sorted = values;
+  std::sort(sorted.begin(), sorted.end());
+  const double first = sorted[sorted.size() / 3];
+  const double second = sorted[2 * sorted.size() / 3];
+  std::vector<int> tiers;
+  for (double value : values) tiers.push_back(value < first ? 0 : (value < second ? 1 : 2));
+  return tiers;
+}
+
+}  // namespace
+
+Dataset dataset_from_table(const CsvTable& table, const TableSpec& spec) {
+  if (spec.features.empty()) {
+    throw Error(ErrorCategory::kUsage, "--features: name at least one feature column");
+  }
+  if (spec.targets.empty())
+    throw Error(ErrorCategory::kUsage, "--target: name at least one target");
+  Dataset data;
+  data.schema = "table";
+  data.targets = spec.targets;
+  const std::size_t rows = table.rows.size();
+  std::vector<std::size_t> feature_columns;
+  for (const std::string& name : spec.features) feature_columns.push_back(table.column(name));
+  std::vector<std::size_t> target_columns;
+  for (const TargetInfo& target : spec.targets)
+    target_columns.push_back(table.column(target.source));
+
+  // Features: non-negative columns spanning 1.5 decades or more go to log1p space (method.md §3,
+  // heavy tails), decided here
+  // and recorded in the feature names ("log_" prefix) so predictions transform the same way.
+  std::vector<std::vector<double>> columns(feature_columns.size());
+  for (std::size_t f = 0; f < feature_columns.size(); ++f) {
+    for (std::size_t r = 0; r < rows; ++r) {
+      const double value = number_at(table, r, feature_columns[f]);
+      if (std::isnan(value)) {
+        throw Error(ErrorCategory::kInput, table.path + ":" + std::to_string(table.lines[r]) + ":" +
+                                               std::to_string(feature_columns[f] + 1) +
+                                               ": feature '" + spec.features[f] + "' is empty");
+      }
+      columns[f].push_back(value);
+    }
+  }
+  std::vector<bool> logged(columns.size(), false);
+  for (std::size_t f = 0; f < columns.size() && rows > 0; ++f) {
+    std::vector<double> sorted = columns[f];
+    std::sort(sorted.begin(), sorted.end());
+    logged[f] = sorted.front() >= 0 && (sorted.back() + 1) / (sorted.front() + 1) >= 30;
+    data.feature_names.push_back((logged[f] ? "log_" : "") + spec.features[f]);
+  }
+  data.x.resize(rows * columns.size());
+  for (std::size_t r = 0; r < rows; ++r) {
+    for (std::size_t f = 0; f < columns.size(); ++f) {
+      const double value = logged[f] ? std::log1p(columns[f][r]) : columns[f][r];
+      data.x[r * columns.size() + f] = static_cast<float>(value);
+    }
+    data.ids.push_back("line " + std::to_string(table.lines[r]));
+  }
+
+  data.y.assign(spec.targets.size(), {});
+  data.missing_reason.assign(spec.targets.size(), "");
+  for (std::size_t t = 0; t < spec.targets.size(); ++t) {
+    for (std::size_t r = 0; r < rows; ++r) {
+      const double value = number_at(table, r, target_columns[t]);
+      if (value < 0) {
+        throw Error(ErrorCategory::kInput, table.path + ":" + std::to_string(table.lines[r]) + ":" +
+                                               std::to_string(target_columns[t] + 1) +
+                                               ": target '" + spec.targets[t].name +
+                                               "' is negative (" +
+                                               table.rows[r][target_columns[t]] + ")");
+      }
+      data.y[t].push_back(value);
+    }
+    if (std::all_of(data.y[t].begin(), data.y[t].end(), [](double v) { return std::isnan(v); })) {
+      throw Error(ErrorCategory::kInput, table.path + ": target '" + spec.targets[t].name +
+                                             "' (column '" + spec.targets[t].source +
+                                             "') has no values");
+    }
+  }
+
+  data.batch.assign(rows, 0);
+  if (!spec.batch_column.empty()) {
+    const std::size_t column = table.column(spec.batch_column);
+    for (std::size_t r = 0; r < rows; ++r) {
+      data.batch[r] = static_cast<int>(std::lround(number_at(table, r, column)));
+    }
+  }
+  data.stratum.assign(rows, 0);
+  for (const std::string& name : spec.stratify) {
+    const std::size_t column = table.column(name);
+    std::vector<double> values;
+    for (std::size_t r = 0; r < rows; ++r) values.push_back(number_at(table, r, column));
+    const std::vector<int> tiers = terciles(values);
+    for (std::size_t r = 0; r < rows; ++r) data.stratum[r] = data.stratum[r] * 3 + tiers[r];
+  }
+  return data;
+}
+
+}  // namespace carb

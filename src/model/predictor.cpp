@@ -1,0 +1,1146 @@
+// The CARB ensemble: fitting (split, prior, members with early stopping, blend, cascade with
+// out-of-fold upstream predictions, low-batch corrector, conformal intervals), prediction, and
+// the model file.
+#include <Eigen/Dense>
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <fstream>
+#include <limits>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <numeric>
+#include <random>
+#include <sstream>
+#include <thread>
+
+#include "carb/error.hpp"
+#include "carb/model.hpp"
+#include "carb/version.hpp"
+#include "xgb.hpp"
+
+namespace carb {
+
+using nlohmann::json;
+
+std::string_view to_string(PriorMode mode) {
+  switch (mode) {
+    case PriorMode::kNone:
+      return "none";
+    case PriorMode::kMember:
+      return "member";
+    case PriorMode::kBase:
+      return "base";
+  }
+  return "?";
+}
+
+std::optional<PriorMode> parse_prior_mode(std::string_view text) {
+  for (PriorMode mode : {PriorMode::kNone, PriorMode::kMember, PriorMode::kBase}) {
+    if (to_string(mode) == text) return mode;
+  }
+  return std::nullopt;
+}
+
+std::string_view to_string(LearnerKind kind) {
+  switch (kind) {
+    case LearnerKind::kDepthwise:
+      return "depthwise";
+    case LearnerKind::kLeafwise:
+      return "leafwise";
+    case LearnerKind::kForest:
+      return "forest";
+    case LearnerKind::kRidge:
+      return "ridge";
+  }
+  return "?";
+}
+
+namespace {
+
+constexpr int kModelFormat = 1;
+constexpr int kLowBatch = 8;      // the corrector's regime (method.md §4)
+constexpr double kDamping = 0.9;  // the corrector's damping
+constexpr double kMinRankCorrelation = 0.02;
+constexpr std::size_t kMinRows = 40;
+
+std::optional<LearnerKind> parse_learner(std::string_view text) {
+  for (LearnerKind kind : {LearnerKind::kDepthwise, LearnerKind::kLeafwise, LearnerKind::kForest,
+                           LearnerKind::kRidge}) {
+    if (to_string(kind) == text) return kind;
+  }
+  return std::nullopt;
+}
+
+int thread_count(int requested) {
+  if (requested > 0) return requested;
+  return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Ridge regression in log space on standardised features (Eigen), the physics prior.
+
+struct Ridge {
+  std::vector<double> mean, scale, coef;
+  double intercept = 0;
+  double lambda = 0;
+
+  double predict(const float* row) const {
+    double value = intercept;
+    for (std::size_t j = 0; j < coef.size(); ++j) {
+      value += coef[j] * ((static_cast<double>(row[j]) - mean[j]) / scale[j]);
+    }
+    return value;
+  }
+
+  static Ridge fit(const std::vector<const float*>& rows, std::size_t cols,
+                   const std::vector<double>& y, double lambda) {
+    Ridge ridge;
+    ridge.lambda = lambda;
+    const auto n = static_cast<Eigen::Index>(rows.size());
+    ridge.mean.assign(cols, 0);
+    ridge.scale.assign(cols, 1);
+    for (std::size_t j = 0; j < cols; ++j) {
+      double sum = 0, squares = 0;
+      for (const float* row : rows) sum += row[j];
+      const double mean = sum / static_cast<double>(n);
+      for (const float* row : rows) squares += (row[j] - mean) * (row[j] - mean);
+      const double sd = std::sqrt(squares / static_cast<double>(n));
+      ridge.mean[j] = mean;
+      ridge.scale[j] = sd > 1e-12 ? sd : 1.0;  // a constant column contributes nothing
+    }
+    Eigen::MatrixXd x(n, static_cast<Eigen::Index>(cols));
+    Eigen::VectorXd target(n);
+    const double y_mean = std::accumulate(y.begin(), y.end(), 0.0) / static_cast<double>(n);
+    for (Eigen::Index i = 0; i < n; ++i) {
+      for (std::size_t j = 0; j < cols; ++j) {
+        x(i, static_cast<Eigen::Index>(j)) =
+            (rows[static_cast<std::size_t>(i)][j] - ridge.mean[j]) / ridge.scale[j];
+      }
+      target(i) = y[static_cast<std::size_t>(i)] - y_mean;
+    }
+    Eigen::MatrixXd gram = x.transpose() * x;
+    gram.diagonal().array() += lambda * static_cast<double>(n);
+    const Eigen::VectorXd beta = gram.ldlt().solve(x.transpose() * target);
+    ridge.coef.assign(beta.data(), beta.data() + beta.size());
+    ridge.intercept = y_mean;
+    return ridge;
+  }
+
+  json to_json() const {
+    return {{"mean", mean},
+            {"scale", scale},
+            {"coef", coef},
+            {"intercept", intercept},
+            {"lambda", lambda}};
+  }
+  static Ridge from_json(const json& j) {
+    Ridge ridge;
+    j.at("mean").get_to(ridge.mean);
+    j.at("scale").get_to(ridge.scale);
+    j.at("coef").get_to(ridge.coef);
+    j.at("intercept").get_to(ridge.intercept);
+    j.at("lambda").get_to(ridge.lambda);
+    if (ridge.mean.size() != ridge.coef.size() || ridge.scale.size() != ridge.coef.size()) {
+      throw std::invalid_argument("ridge prior: mean, scale and coef differ in length");
+    }
+    return ridge;
+  }
+};
+
+// ---------------------------------------------------------------------------------------------
+// The split
+
+enum class Role { kTrain, kValidation, kCalibration, kTest };
+
+// Stratified, seeded assignment of rows to roles; within each stratum the shares are exact up to
+// rounding. Our own Fisher-Yates over mt19937_64 (fully specified by the standard), so the same
+// seed splits the same way with any standard library.
+std::vector<Role> split_rows(const Dataset& data, const FitOptions& options) {
+  std::mt19937_64 random(options.seed);
+  std::map<int, std::vector<std::size_t>> strata;
+  for (std::size_t i = 0; i < data.rows(); ++i) {
+    const bool low = data.batch[i] > 0 && data.batch[i] <= kLowBatch;
+    const int stratum =
+        options.leave_low_batch_out ? (low ? -1 : data.stratum[i]) : data.stratum[i];
+    strata[stratum].push_back(i);
+  }
+  std::vector<Role> roles(data.rows(), Role::kTrain);
+  const double train = options.train_fraction;
+  const double validation = options.validation_fraction;
+  const double calibration = options.calibration_fraction;
+  // Leave-low-batch-out: every low-batch row is a test row, the rest are split without a test.
+  const double kept = options.leave_low_batch_out ? train + validation + calibration : 1.0;
+  for (auto& [stratum, rows] : strata) {
+    if (stratum == -1) {
+      for (std::size_t i : rows) roles[i] = Role::kTest;
+      continue;
+    }
+    for (std::size_t i = rows.size(); i > 1; --i) {
+      std::swap(rows[i - 1], rows[random() % i]);
+    }
+    const double offset = static_cast<double>(random() >> 11) * 0x1p-53;
+    const double n = static_cast<double>(rows.size());
+    for (std::size_t k = 0; k < rows.size(); ++k) {
+      const double q = std::fmod((static_cast<double>(k) + offset) / n, 1.0) * kept;
+      roles[rows[k]] = q < train                              ? Role::kTrain
+                       : q < train + validation               ? Role::kValidation
+                       : q < train + validation + calibration ? Role::kCalibration
+                                                              : Role::kTest;
+    }
+  }
+  return roles;
+}
+
+// ---------------------------------------------------------------------------------------------
+// One target's specialist
+
+struct Member {
+  LearnerKind kind = LearnerKind::kDepthwise;
+  double weight = 0;
+  xgb::Booster booster;  // tree learners
+  Ridge ridge;           // the ridge member
+};
+
+struct TargetModel {
+  TargetInfo info;
+  bool available = false;
+  std::string reason;
+  std::vector<std::size_t> upstream;  // targets whose log1p predictions are extra features
+  PriorMode prior_mode = PriorMode::kNone;
+  Ridge prior;  // when prior_mode is kBase
+  std::vector<Member> members;
+  xgb::Booster corrector;  // empty when skipped
+  double half_width = 0;   // conformal half-width, log1p space
+  std::size_t calibration_rows = 0;
+};
+
+// Row-major rows of a feature matrix with extra columns appended (upstream predictions).
+struct Matrix {
+  std::vector<float> x;
+  std::size_t cols = 0;
+  const float* row(std::size_t i) const { return x.data() + i * cols; }
+  std::size_t rows() const { return cols == 0 ? 0 : x.size() / cols; }
+};
+
+Matrix augment(const float* x, std::size_t rows, std::size_t cols,
+               const std::vector<const std::vector<double>*>& extra) {
+  Matrix m;
+  m.cols = cols + extra.size();
+  m.x.resize(rows * m.cols);
+  for (std::size_t i = 0; i < rows; ++i) {
+    std::copy(x + i * cols, x + (i + 1) * cols, m.x.begin() + static_cast<long>(i * m.cols));
+    for (std::size_t e = 0; e < extra.size(); ++e) {
+      m.x[i * m.cols + cols + e] = static_cast<float>((*extra[e])[i]);
+    }
+  }
+  return m;
+}
+
+Matrix select(const Matrix& m, const std::vector<std::size_t>& rows) {
+  Matrix out;
+  out.cols = m.cols;
+  out.x.reserve(rows.size() * m.cols);
+  for (std::size_t i : rows) out.x.insert(out.x.end(), m.row(i), m.row(i) + m.cols);
+  return out;
+}
+
+std::map<std::string, std::string> learner_params(LearnerKind kind, const FitOptions& options,
+                                                  int member_index) {
+  std::map<std::string, std::string> params = {
+      {"objective", "reg:squarederror"},
+      {"tree_method", "hist"},
+      {"nthread", std::to_string(thread_count(options.threads))},
+      {"seed", std::to_string(options.seed + static_cast<std::uint64_t>(member_index))},
+      {"base_score", "0"},
+      {"verbosity", "0"},
+  };
+  const std::string eta = std::to_string(options.learning_rate);
+  switch (kind) {
+    case LearnerKind::kDepthwise:
+      params.insert({{"eta", eta},
+                     {"max_depth", "8"},
+                     {"subsample", "0.8"},
+                     {"colsample_bytree", "0.8"},
+                     {"min_child_weight", "1"}});
+      break;
+    case LearnerKind::kLeafwise:
+      params.insert({{"eta", eta},
+                     {"grow_policy", "lossguide"},
+                     {"max_leaves", "63"},
+                     {"max_depth", "0"},
+                     {"subsample", "0.8"},
+                     {"colsample_bynode", "0.8"},
+                     {"min_child_weight", "2"}});
+      break;
+    case LearnerKind::kForest:
+      params.insert({{"eta", "1"},
+                     {"num_parallel_tree", std::to_string(options.forest_trees)},
+                     {"subsample", "0.632"},
+                     {"colsample_bynode", "0.6"},
+                     {"max_depth", "12"},
+                     {"lambda", "1e-5"},
+                     {"min_child_weight", "1"}});
+      break;
+    case LearnerKind::kRidge:
+      break;
+  }
+  return params;
+}
+
+std::vector<float> to_float(const std::vector<double>& values) {
+  return {values.begin(), values.end()};
+}
+
+// The lambda of the ridge that predicts `validation` best.
+Ridge fit_ridge(const Matrix& m, const std::vector<std::size_t>& train,
+                const std::vector<std::size_t>& validation, const std::vector<double>& y) {
+  std::vector<const float*> rows;
+  std::vector<double> labels;
+  for (std::size_t i : train) {
+    rows.push_back(m.row(i));
+    labels.push_back(y[i]);
+  }
+  Ridge best;
+  double best_error = std::numeric_limits<double>::infinity();
+  for (double lambda : {1e-6, 1e-4, 1e-3, 1e-2, 1e-1, 1.0}) {
+    Ridge ridge = Ridge::fit(rows, m.cols, labels, lambda);
+    double error = 0;
+    for (std::size_t i : validation) {
+      const double e = ridge.predict(m.row(i)) - y[i];
+      error += e * e;
+    }
+    if (error < best_error) {
+      best_error = error;
+      best = std::move(ridge);
+    }
+  }
+  return best;
+}
+
+// Every weight vector on the simplex with steps of 1/20.
+void simplex_grid(std::size_t members, int steps, std::vector<int>& current,
+                  std::vector<std::vector<double>>& out) {
+  if (current.size() + 1 == members) {
+    const int used = std::accumulate(current.begin(), current.end(), 0);
+    std::vector<double> weights;
+    for (int c : current) weights.push_back(static_cast<double>(c) / steps);
+    weights.push_back(static_cast<double>(steps - used) / steps);
+    out.push_back(std::move(weights));
+    return;
+  }
+  const int used = std::accumulate(current.begin(), current.end(), 0);
+  for (int c = 0; c <= steps - used; ++c) {
+    current.push_back(c);
+    simplex_grid(members, steps, current, out);
+    current.pop_back();
+  }
+}
+
+// Each member's predictions (log1p space, prior base included) for the rows of `m`.
+std::vector<std::vector<double>> member_predictions(const TargetModel& model, const Matrix& m) {
+  const std::size_t rows = m.rows();
+  std::vector<double> base(rows, 0);
+  if (model.prior_mode == PriorMode::kBase) {
+    for (std::size_t i = 0; i < rows; ++i) base[i] = model.prior.predict(m.row(i));
+  }
+  std::vector<std::vector<double>> out;
+  for (const Member& member : model.members) {
+    std::vector<double> values(rows);
+    if (member.kind == LearnerKind::kRidge) {
+      for (std::size_t i = 0; i < rows; ++i) values[i] = member.ridge.predict(m.row(i));
+    } else {
+      const std::vector<float> trees = member.booster.predict(m.x.data(), rows, m.cols);
+      for (std::size_t i = 0; i < rows; ++i) values[i] = base[i] + trees[i];
+    }
+    out.push_back(std::move(values));
+  }
+  return out;
+}
+
+std::vector<double> blend(const TargetModel& model,
+                          const std::vector<std::vector<double>>& members) {
+  std::vector<double> out(members.empty() ? 0 : members.front().size(), 0);
+  for (std::size_t k = 0; k < members.size(); ++k) {
+    for (std::size_t i = 0; i < out.size(); ++i) out[i] += model.members[k].weight * members[k][i];
+  }
+  return out;
+}
+
+void apply_corrector(const TargetModel& model, const Matrix& m, const int* batch,
+                     std::vector<double>& values) {
+  if (model.corrector.empty() || batch == nullptr) return;
+  std::vector<std::size_t> low;
+  for (std::size_t i = 0; i < m.rows(); ++i) {
+    if (batch[i] > 0 && batch[i] <= kLowBatch) low.push_back(i);
+  }
+  if (low.empty()) return;
+  const Matrix rows = select(m, low);
+  const std::vector<float> corrections = model.corrector.predict(rows.x.data(), low.size(), m.cols);
+  for (std::size_t k = 0; k < low.size(); ++k) values[low[k]] += kDamping * corrections[k];
+}
+
+// Log1p predictions of a target: blend plus the corrector.
+std::vector<double> predict_log(const TargetModel& model, const Matrix& m, const int* batch) {
+  std::vector<double> values = blend(model, member_predictions(model, m));
+  apply_corrector(model, m, batch, values);
+  return values;
+}
+
+struct TargetFit {
+  TargetModel model;
+  std::vector<std::string> notes;
+};
+
+// Trains the members of a specialist on `train` rows (early stopping on `validation`, or a fixed
+// round count per member when `rounds` is given).
+void train_members(TargetModel& model, const Matrix& m, const std::vector<double>& y,
+                   const std::vector<std::size_t>& train,
+                   const std::vector<std::size_t>& validation, const FitOptions& options,
+                   const std::vector<int>* rounds) {
+  if (model.prior_mode == PriorMode::kBase) model.prior = fit_ridge(m, train, validation, y);
+  const auto labels_of = [&](const std::vector<std::size_t>& rows, const Matrix& sub) {
+    std::vector<float> labels;
+    for (std::size_t k = 0; k < rows.size(); ++k) {
+      const double base =
+          model.prior_mode == PriorMode::kBase ? model.prior.predict(sub.row(k)) : 0;
+      labels.push_back(static_cast<float>(y[rows[k]] - base));
+    }
+    return labels;
+  };
+  const Matrix train_rows = select(m, train);
+  const Matrix validation_rows = select(m, validation);
+  const xgb::Matrix dtrain(train_rows.x.data(), train.size(), m.cols, labels_of(train, train_rows));
+  const xgb::Matrix dvalidation(validation_rows.x.data(), validation.size(), m.cols,
+                                labels_of(validation, validation_rows));
+  for (std::size_t k = 0; k < model.members.size(); ++k) {
+    Member& member = model.members[k];
+    if (member.kind == LearnerKind::kRidge) {
+      member.ridge = fit_ridge(m, train, validation, y);
+      continue;
+    }
+    const auto params = learner_params(member.kind, options, static_cast<int>(k));
+    if (member.kind == LearnerKind::kForest) {
+      member.booster = xgb::Booster::train(params, dtrain, nullptr, 1, 0);
+    } else if (rounds != nullptr) {
+      member.booster = xgb::Booster::train(params, dtrain, nullptr, (*rounds)[k], 0);
+    } else if (options.fixed_rounds > 0) {
+      member.booster = xgb::Booster::train(params, dtrain, nullptr, options.fixed_rounds, 0);
+    } else {
+      member.booster = xgb::Booster::train(params, dtrain, &dvalidation, options.max_rounds,
+                                           options.early_stopping_rounds);
+    }
+  }
+}
+
+std::vector<std::size_t> rows_with(const std::vector<Role>& roles, Role role,
+                                   const std::vector<double>& y) {
+  std::vector<std::size_t> rows;
+  for (std::size_t i = 0; i < roles.size(); ++i) {
+    if (roles[i] == role && !std::isnan(y[i])) rows.push_back(i);
+  }
+  return rows;
+}
+
+TargetFit fit_target(const TargetInfo& info, const Matrix& m, const std::vector<double>& y,
+                     const std::vector<Role>& roles, const Dataset& data, const FitOptions& options,
+                     bool corrector) {
+  TargetFit fit;
+  TargetModel& model = fit.model;
+  model.info = info;
+  model.available = true;
+  model.prior_mode = options.prior;
+  for (LearnerKind kind : {LearnerKind::kDepthwise, LearnerKind::kLeafwise, LearnerKind::kForest}) {
+    model.members.push_back(Member{kind, 0, {}, {}});
+  }
+  if (options.prior == PriorMode::kMember) {
+    model.members.push_back(Member{LearnerKind::kRidge, 0, {}, {}});
+  }
+  const auto train = rows_with(roles, Role::kTrain, y);
+  const auto validation = rows_with(roles, Role::kValidation, y);
+  const auto calibration = rows_with(roles, Role::kCalibration, y);
+  train_members(model, m, y, train, validation, options, nullptr);
+
+  // Blend weights: the simplex point (steps of 0.05) with the least validation error.
+  const Matrix validation_rows = select(m, validation);
+  const auto predictions = member_predictions(model, validation_rows);
+  std::vector<std::vector<double>> grid;
+  std::vector<int> current;
+  simplex_grid(model.members.size(), 20, current, grid);
+  double best_error = std::numeric_limits<double>::infinity();
+  for (const auto& weights : grid) {
+    double error = 0;
+    for (std::size_t i = 0; i < validation.size(); ++i) {
+      double value = 0;
+      for (std::size_t k = 0; k < weights.size(); ++k) value += weights[k] * predictions[k][i];
+      error += (value - y[validation[i]]) * (value - y[validation[i]]);
+    }
+    if (error < best_error - 1e-15) {
+      best_error = error;
+      for (std::size_t k = 0; k < weights.size(); ++k) model.members[k].weight = weights[k];
+    }
+  }
+
+  // Low-batch corrector on the validation residuals, skipped when nothing correlates with them.
+  if (corrector) {
+    std::vector<std::size_t> low;
+    std::vector<double> residuals;
+    const std::vector<double> blended = blend(model, predictions);
+    for (std::size_t i = 0; i < validation.size(); ++i) {
+      const std::size_t row = validation[i];
+      if (data.batch[row] > 0 && data.batch[row] <= kLowBatch) {
+        low.push_back(row);
+        residuals.push_back(y[row] - blended[i]);
+      }
+    }
+    double strongest = 0;
+    if (low.size() >= 10) {
+      for (std::size_t j = 0; j < m.cols; ++j) {
+        std::vector<double> column;
+        for (std::size_t row : low) column.push_back(m.row(row)[j]);
+        strongest = std::max(strongest, std::abs(spearman(column, residuals)));
+      }
+    }
+    if (low.size() < 10) {
+      fit.notes.push_back(info.name + ": corrector skipped, " + std::to_string(low.size()) +
+                          " low-batch validation rows (need 10)");
+    } else if (strongest < kMinRankCorrelation) {
+      fit.notes.push_back(info.name + ": corrector skipped, residual rank correlation " +
+                          std::to_string(strongest) + " < 0.02");
+    } else {
+      const Matrix low_rows = select(m, low);
+      const xgb::Matrix dlow(low_rows.x.data(), low.size(), m.cols, to_float(residuals));
+      auto params = learner_params(LearnerKind::kDepthwise, options, 7);
+      params["max_depth"] = "3";
+      params["eta"] = "0.1";
+      model.corrector = xgb::Booster::train(params, dlow, nullptr, 50, 0);
+    }
+  }
+
+  // Split-conformal half-width: the ceil((n+1)(1-alpha))-th smallest calibration residual.
+  const Matrix calibration_rows = select(m, calibration);
+  std::vector<int> calibration_batch;
+  for (std::size_t row : calibration) calibration_batch.push_back(data.batch[row]);
+  const std::vector<double> calibrated =
+      predict_log(model, calibration_rows, calibration_batch.data());
+  std::vector<double> scores;
+  for (std::size_t i = 0; i < calibration.size(); ++i) {
+    scores.push_back(std::abs(y[calibration[i]] - calibrated[i]));
+  }
+  std::sort(scores.begin(), scores.end());
+  const auto n = static_cast<double>(scores.size());
+  const auto rank = static_cast<std::size_t>(std::ceil((n + 1) * options.coverage));
+  model.half_width =
+      rank > scores.size() ? std::numeric_limits<double>::infinity() : scores[rank - 1];
+  model.calibration_rows = scores.size();
+  if (rank > scores.size()) {
+    fit.notes.push_back(info.name + ": " + std::to_string(scores.size()) +
+                        " calibration rows are too few for " +
+                        std::to_string(100 * options.coverage) + "% intervals; they are unbounded");
+  }
+  return fit;
+}
+
+// Out-of-fold log1p predictions of a fitted target for its training rows: each fold's members
+// are retrained (same round counts, prior and weights) on the other folds.
+std::vector<double> out_of_fold(const TargetModel& fitted, const Matrix& m,
+                                const std::vector<double>& y, const std::vector<Role>& roles,
+                                const Dataset& data, const FitOptions& options) {
+  const auto train = rows_with(roles, Role::kTrain, y);
+  const auto validation = rows_with(roles, Role::kValidation, y);
+  std::vector<double> oof(m.rows(), std::nan(""));
+  std::vector<int> rounds;
+  for (const Member& member : fitted.members) {
+    rounds.push_back(member.kind == LearnerKind::kRidge ? 0 : member.booster.rounds());
+  }
+  const int folds = std::max(2, options.cascade_folds);
+  for (int fold = 0; fold < folds; ++fold) {
+    std::vector<std::size_t> in, out;
+    for (std::size_t k = 0; k < train.size(); ++k) {
+      (static_cast<int>(k % static_cast<std::size_t>(folds)) == fold ? out : in)
+          .push_back(train[k]);
+    }
+    TargetModel model;
+    model.prior_mode = fitted.prior_mode;
+    for (const Member& member : fitted.members)
+      model.members.push_back(Member{member.kind, member.weight, {}, {}});
+    train_members(model, m, y, in, validation, options, &rounds);
+    model.corrector = xgb::Booster();  // the corrector is applied from the full fit below
+    const Matrix held = select(m, out);
+    std::vector<int> batch;
+    for (std::size_t row : out) batch.push_back(data.batch[row]);
+    std::vector<double> values = blend(model, member_predictions(model, held));
+    apply_corrector(fitted, held, batch.data(), values);
+    for (std::size_t k = 0; k < out.size(); ++k) oof[out[k]] = values[k];
+  }
+  return oof;
+}
+
+json metrics_json(const Metrics& metrics) {
+  json j = {{"n", metrics.n},
+            {"r2", metrics.r2},
+            {"mae", metrics.mae},
+            {"mape", metrics.mape},
+            {"within10", metrics.within10},
+            {"spearman", metrics.spearman},
+            {"slope", metrics.slope}};
+  j["coverage"] = metrics.coverage ? json(*metrics.coverage) : json(nullptr);
+  j["mean_width"] = metrics.mean_width ? json(*metrics.mean_width) : json(nullptr);
+  return j;
+}
+
+Metrics metrics_from_json(const json& j) {
+  Metrics metrics;
+  j.at("n").get_to(metrics.n);
+  j.at("r2").get_to(metrics.r2);
+  j.at("mae").get_to(metrics.mae);
+  j.at("mape").get_to(metrics.mape);
+  j.at("within10").get_to(metrics.within10);
+  j.at("spearman").get_to(metrics.spearman);
+  j.at("slope").get_to(metrics.slope);
+  if (!j.at("coverage").is_null()) metrics.coverage = j.at("coverage").get<double>();
+  if (!j.at("mean_width").is_null()) metrics.mean_width = j.at("mean_width").get<double>();
+  return metrics;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+
+struct Predictor::Impl {
+  std::string schema;
+  std::vector<std::string> feature_names;
+  std::vector<TargetInfo> targets;
+  std::string device_fingerprint, device_name;
+  double coverage = 0.9;
+  FitOptions options;
+  std::vector<TargetModel> models;  // one per target, cascade order
+  FitReport report;
+  int threads = 0;
+
+  // Log1p predictions of every available target, cascading.
+  std::vector<std::vector<double>> predict_logs(const float* x, std::size_t rows,
+                                                const int* batch) const {
+    std::vector<std::vector<double>> logs(models.size());
+    for (std::size_t t = 0; t < models.size(); ++t) {
+      const TargetModel& model = models[t];
+      if (!model.available) continue;
+      std::vector<const std::vector<double>*> extra;
+      for (std::size_t u : model.upstream) extra.push_back(&logs[u]);
+      const Matrix m = augment(x, rows, feature_names.size(), extra);
+      logs[t] = predict_log(model, m, batch);
+    }
+    return logs;
+  }
+};
+
+Predictor::Predictor(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Predictor::Predictor(Predictor&&) noexcept = default;
+Predictor& Predictor::operator=(Predictor&&) noexcept = default;
+Predictor::~Predictor() = default;
+
+const std::string& Predictor::schema() const { return impl_->schema; }
+const std::vector<std::string>& Predictor::feature_names() const { return impl_->feature_names; }
+const std::vector<TargetInfo>& Predictor::targets() const { return impl_->targets; }
+const std::string& Predictor::device_fingerprint() const { return impl_->device_fingerprint; }
+const std::string& Predictor::device_name() const { return impl_->device_name; }
+double Predictor::coverage() const { return impl_->coverage; }
+const FitReport& Predictor::fit_report() const { return impl_->report; }
+
+std::vector<std::vector<TargetPrediction>> Predictor::predict(const float* x, std::size_t rows,
+                                                              const int* batch) const {
+  const auto logs = impl_->predict_logs(x, rows, batch);
+  std::vector<std::vector<TargetPrediction>> out(impl_->models.size());
+  for (std::size_t t = 0; t < impl_->models.size(); ++t) {
+    const TargetModel& model = impl_->models[t];
+    out[t].resize(rows);
+    for (std::size_t i = 0; i < rows; ++i) {
+      TargetPrediction& p = out[t][i];
+      if (!model.available) {
+        p.reason = model.reason;
+        continue;
+      }
+      p.available = true;
+      p.value = std::max(0.0, std::expm1(logs[t][i]));
+      p.low = std::max(0.0, std::expm1(logs[t][i] - model.half_width));
+      p.high = std::expm1(logs[t][i] + model.half_width);
+    }
+  }
+  return out;
+}
+
+std::vector<std::vector<std::pair<std::string, std::vector<double>>>> Predictor::predict_members(
+    const float* x, std::size_t rows, const int* batch) const {
+  const auto logs = impl_->predict_logs(x, rows, batch);
+  std::vector<std::vector<std::pair<std::string, std::vector<double>>>> out(impl_->models.size());
+  for (std::size_t t = 0; t < impl_->models.size(); ++t) {
+    const TargetModel& model = impl_->models[t];
+    if (!model.available) continue;
+    std::vector<const std::vector<double>*> extra;
+    for (std::size_t u : model.upstream) extra.push_back(&logs[u]);
+    const Matrix m = augment(x, rows, impl_->feature_names.size(), extra);
+    const auto members = member_predictions(model, m);
+    for (std::size_t k = 0; k < members.size(); ++k) {
+      out[t].emplace_back(std::string(to_string(model.members[k].kind)), members[k]);
+    }
+    if (model.prior_mode == PriorMode::kBase) {
+      std::vector<double> prior(rows);
+      for (std::size_t i = 0; i < rows; ++i) prior[i] = model.prior.predict(m.row(i));
+      out[t].emplace_back("ridge-prior", std::move(prior));
+    }
+    if (!model.corrector.empty()) out[t].emplace_back("carb-no-corrector", blend(model, members));
+  }
+  return out;
+}
+
+Predictor Predictor::fit(const Dataset& data, const FitOptions& options, FitReport* report_out) {
+  const auto started = std::chrono::steady_clock::now();
+  if (options.coverage <= 0 || options.coverage >= 1) {
+    throw Error(ErrorCategory::kUsage, "--coverage must be between 0 and 1 (exclusive)");
+  }
+  auto impl = std::make_unique<Impl>();
+  impl->schema = data.schema;
+  impl->feature_names = data.feature_names;
+  impl->targets = data.targets;
+  impl->device_fingerprint = data.device_fingerprint;
+  impl->device_name = data.device_name;
+  impl->coverage = options.coverage;
+  impl->options = options;
+  FitReport& report = impl->report;
+
+  // Targets in log1p space; bad values are input errors.
+  std::vector<std::vector<double>> y(data.targets.size());
+  for (std::size_t t = 0; t < data.targets.size(); ++t) {
+    for (std::size_t i = 0; i < data.rows(); ++i) {
+      const double value = data.y[t][i];
+      if (!std::isnan(value) && (value < 0 || !std::isfinite(value))) {
+        throw Error(ErrorCategory::kInput, data.ids[i] + ": target " + data.targets[t].name +
+                                               " is " + std::to_string(value) +
+                                               "; measurements must be finite and >= 0");
+      }
+      y[t].push_back(std::isnan(value) ? value : std::log1p(value));
+    }
+  }
+  const std::vector<Role> roles = split_rows(data, options);
+  for (Role role : roles) {
+    (role == Role::kTrain         ? report.train_rows
+     : role == Role::kValidation  ? report.validation_rows
+     : role == Role::kCalibration ? report.calibration_rows
+                                  : report.test_rows)++;
+  }
+
+  std::vector<std::vector<double>> upstream_logs(data.targets.size());  // for downstream features
+  bool any_available = false;
+  for (std::size_t t = 0; t < data.targets.size(); ++t) {
+    TargetModel placeholder;
+    placeholder.info = data.targets[t];
+    const std::size_t measured = static_cast<std::size_t>(
+        std::count_if(y[t].begin(), y[t].end(), [](double v) { return !std::isnan(v); }));
+    if (measured == 0) {
+      placeholder.reason = data.missing_reason[t].empty()
+                               ? "no " + data.targets[t].name + " values in the data"
+                               : data.missing_reason[t];
+      report.notes.push_back(data.targets[t].name + ": unavailable, " + placeholder.reason);
+      impl->models.push_back(std::move(placeholder));
+      continue;
+    }
+    const auto counts = [&](Role role) { return rows_with(roles, role, y[t]).size(); };
+    if (measured < kMinRows || counts(Role::kTrain) < 10 || counts(Role::kValidation) < 2 ||
+        counts(Role::kCalibration) < 2 || counts(Role::kTest) < 2) {
+      throw Error(ErrorCategory::kInput,
+                  "too few rows to split: " + std::to_string(measured) + " measured rows of " +
+                      data.targets[t].name + ", need at least " + std::to_string(kMinRows) +
+                      " (70% train, 7.5% validation, 7.5% calibration, 15% test)");
+    }
+    any_available = true;
+    // Upstream targets that were fitted feed this one (the cascade).
+    std::vector<std::size_t> upstream;
+    if (options.cascade) {
+      for (std::size_t u = 0; u < t; ++u) {
+        if (impl->models[u].available) upstream.push_back(u);
+      }
+    }
+    std::vector<const std::vector<double>*> extra;
+    for (std::size_t u : upstream) extra.push_back(&upstream_logs[u]);
+    const Matrix m = augment(data.x.data(), data.rows(), data.cols(), extra);
+    TargetFit fit = fit_target(data.targets[t], m, y[t], roles, data, options, options.corrector);
+    fit.model.upstream = upstream;
+    report.notes.insert(report.notes.end(), fit.notes.begin(), fit.notes.end());
+
+    // What downstream targets see: out-of-fold predictions on training rows, the model's own
+    // predictions elsewhere.
+    const bool downstream = options.cascade && t + 1 < data.targets.size();
+    if (downstream) {
+      std::vector<double> logs = predict_log(fit.model, m, data.batch.data());
+      const std::vector<double> oof = out_of_fold(fit.model, m, y[t], roles, data, options);
+      for (std::size_t i = 0; i < logs.size(); ++i) {
+        if (roles[i] == Role::kTrain && !std::isnan(oof[i])) logs[i] = oof[i];
+      }
+      upstream_logs[t] = std::move(logs);
+    }
+    impl->models.push_back(std::move(fit.model));
+  }
+  if (!any_available) {
+    throw Error(ErrorCategory::kInput, "no target has any measured value: nothing to fit");
+  }
+
+  Predictor predictor(std::move(impl));
+  if (options.baselines) {
+    // Scores on the test split, with the baselines fitted on the training split.
+    Impl& self = *predictor.impl_;
+    std::vector<std::size_t> test;
+    for (std::size_t i = 0; i < roles.size(); ++i) {
+      if (roles[i] == Role::kTest) test.push_back(i);
+    }
+    Dataset test_data;
+    test_data.schema = data.schema;
+    test_data.feature_names = data.feature_names;
+    test_data.targets = data.targets;
+    test_data.device_fingerprint = data.device_fingerprint;
+    test_data.y.assign(data.targets.size(), {});
+    for (std::size_t i : test) {
+      test_data.x.insert(test_data.x.end(), data.row(i), data.row(i) + data.cols());
+      test_data.ids.push_back(data.ids[i]);
+      test_data.batch.push_back(data.batch[i]);
+      for (std::size_t t = 0; t < data.targets.size(); ++t) test_data.y[t].push_back(data.y[t][i]);
+    }
+    report.scores = evaluate(predictor, test_data);
+
+    const auto flops = std::find(data.feature_names.begin(), data.feature_names.end(), "log_flops");
+    for (std::size_t t = 0; t < data.targets.size(); ++t) {
+      if (!self.models[t].available) continue;
+      const auto train = rows_with(roles, Role::kTrain, y[t]);
+      std::vector<std::size_t> scored;
+      for (std::size_t i : test) {
+        if (!std::isnan(y[t][i])) scored.push_back(i);
+      }
+      std::vector<double> measured;
+      for (std::size_t i : scored) measured.push_back(data.y[t][i]);
+      // FLOPs alone, log-log least squares.
+      if (flops != data.feature_names.end()) {
+        const auto column = static_cast<std::size_t>(flops - data.feature_names.begin());
+        double sx = 0, sy = 0, sxx = 0, sxy = 0;
+        for (std::size_t i : train) {
+          const double fx = data.row(i)[column];
+          sx += fx;
+          sy += y[t][i];
+          sxx += fx * fx;
+          sxy += fx * y[t][i];
+        }
+        const double n = static_cast<double>(train.size());
+        const double slope = (n * sxy - sx * sy) / (n * sxx - sx * sx);
+        const double intercept = (sy - slope * sx) / n;
+        std::vector<double> predicted;
+        for (std::size_t i : scored) {
+          predicted.push_back(std::expm1(intercept + slope * data.row(i)[column]));
+        }
+        report.scores.push_back(
+            {"flops-loglinear", data.targets[t].name, score(measured, predicted)});
+      }
+      // Energy from measured latency times the mean power of the training rows.
+      if (data.targets[t].name == "energy" && t + 1 < data.targets.size()) {
+        const std::size_t latency = data.targets.size() - 1;
+        double power = 0;
+        std::size_t count = 0;
+        for (std::size_t i : train) {
+          if (std::isnan(data.y[latency][i])) continue;
+          power += data.y[t][i] / (data.y[latency][i] / 1e3);
+          ++count;
+        }
+        power /= static_cast<double>(std::max<std::size_t>(count, 1));
+        std::vector<double> proxy_measured, proxy;
+        for (std::size_t i : scored) {
+          if (std::isnan(data.y[latency][i])) continue;
+          proxy_measured.push_back(data.y[t][i]);
+          proxy.push_back(power * data.y[latency][i] / 1e3);
+        }
+        report.scores.push_back(
+            {"energy-proxy", data.targets[t].name, score(proxy_measured, proxy)});
+      }
+    }
+    // The specialist alone: no cascade, no corrector.
+    if (options.cascade || options.corrector) {
+      FitOptions plain = options;
+      plain.cascade = false;
+      plain.corrector = false;
+      plain.baselines = false;
+      const Predictor specialist = Predictor::fit(data, plain, nullptr);
+      for (const MethodScores& scores : evaluate(specialist, test_data)) {
+        if (scores.method == "carb") {
+          report.scores.push_back({"specialist", scores.target, scores.metrics});
+        }
+      }
+    }
+  }
+  report.fit_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  if (report_out != nullptr) *report_out = report;
+  return predictor;
+}
+
+std::vector<MethodScores> evaluate(const Predictor& predictor, const Dataset& data) {
+  if (data.schema != predictor.schema() || data.feature_names != predictor.feature_names()) {
+    throw Error(ErrorCategory::kInput, "the data's feature schema (" + data.schema +
+                                           ") differs from the model's (" + predictor.schema() +
+                                           ")");
+  }
+  const auto predictions = predictor.predict(data.x.data(), data.rows(), data.batch.data());
+  const auto members = predictor.predict_members(data.x.data(), data.rows(), data.batch.data());
+  std::vector<MethodScores> out;
+  for (std::size_t t = 0; t < predictor.targets().size(); ++t) {
+    const auto& target = predictor.targets()[t];
+    const auto column =
+        std::find_if(data.targets.begin(), data.targets.end(),
+                     [&](const TargetInfo& info) { return info.name == target.name; });
+    if (column == data.targets.end() || predictions[t].empty() || !predictions[t][0].available) {
+      continue;
+    }
+    const auto& y = data.y[static_cast<std::size_t>(column - data.targets.begin())];
+    std::vector<std::size_t> rows;
+    for (std::size_t i = 0; i < data.rows(); ++i) {
+      if (!std::isnan(y[i])) rows.push_back(i);
+    }
+    if (rows.empty()) continue;
+    std::vector<double> measured, value, low, high;
+    for (std::size_t i : rows) {
+      measured.push_back(y[i]);
+      value.push_back(predictions[t][i].value);
+      low.push_back(predictions[t][i].low);
+      high.push_back(predictions[t][i].high);
+    }
+    out.push_back({"carb", target.name, score(measured, value, &low, &high)});
+    for (const auto& [name, logs] : members[t]) {
+      std::vector<double> values;
+      for (std::size_t i : rows) values.push_back(std::expm1(logs[i]));
+      out.push_back({name, target.name, score(measured, values)});
+    }
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The model file
+
+std::string Predictor::to_json_text() const {
+  const Impl& self = *impl_;
+  json targets = json::array();
+  for (const TargetModel& model : self.models) {
+    json target = {{"name", model.info.name},
+                   {"unit", model.info.unit},
+                   {"source", model.info.source},
+                   {"available", model.available}};
+    if (!model.available) {
+      target["reason"] = model.reason;
+      targets.push_back(std::move(target));
+      continue;
+    }
+    json upstream = json::array();
+    for (std::size_t u : model.upstream) upstream.push_back(self.models[u].info.name);
+    target["cascade_inputs"] = upstream;
+    target["prior_mode"] = to_string(model.prior_mode);
+    target["prior"] = model.prior_mode == PriorMode::kBase ? model.prior.to_json() : json(nullptr);
+    json members = json::array();
+    for (const Member& member : model.members) {
+      json entry = {{"kind", to_string(member.kind)}, {"weight", member.weight}};
+      if (member.kind == LearnerKind::kRidge) {
+        entry["ridge"] = member.ridge.to_json();
+      } else {
+        entry["rounds"] = member.booster.rounds();
+        entry["xgboost"] = json::parse(member.booster.to_json());
+      }
+      members.push_back(std::move(entry));
+    }
+    target["members"] = std::move(members);
+    target["corrector"] = model.corrector.empty()
+                              ? json(nullptr)
+                              : json{{"max_batch", kLowBatch},
+                                     {"damping", kDamping},
+                                     {"xgboost", json::parse(model.corrector.to_json())}};
+    target["interval"] = {
+        {"coverage", self.coverage},
+        {"log1p_half_width",
+         std::isfinite(model.half_width) ? json(model.half_width) : json(nullptr)},
+        {"calibration_rows", model.calibration_rows}};
+    targets.push_back(std::move(target));
+  }
+  json scores = json::array();
+  for (const MethodScores& s : self.report.scores) {
+    scores.push_back(
+        {{"method", s.method}, {"target", s.target}, {"metrics", metrics_json(s.metrics)}});
+  }
+  const json file = {
+      {"format", "carb-model"},
+      {"format_version", kModelFormat},
+      {"carb_version", kVersion},
+      {"git_commit", kGitCommit},
+      {"device", {{"fingerprint", self.device_fingerprint}, {"name", self.device_name}}},
+      {"feature_schema", {{"name", self.schema}, {"features", self.feature_names}}},
+      {"options",
+       {{"seed", self.options.seed},
+        {"cascade", self.options.cascade},
+        {"corrector", self.options.corrector},
+        {"prior", to_string(self.options.prior)},
+        {"learning_rate", self.options.learning_rate},
+        {"early_stopping_rounds", self.options.early_stopping_rounds},
+        {"forest_trees", self.options.forest_trees},
+        {"leave_low_batch_out", self.options.leave_low_batch_out}}},
+      {"targets", targets},
+      {"evaluation",
+       {{"split",
+         {{"train", self.report.train_rows},
+          {"validation", self.report.validation_rows},
+          {"calibration", self.report.calibration_rows},
+          {"test", self.report.test_rows}}},
+        {"scores", scores},
+        {"notes", self.report.notes},
+        {"fit_seconds", self.report.fit_seconds}}},
+  };
+  return file.dump(1);
+}
+
+void Predictor::save(const std::string& path) const {
+  const std::string text = to_json_text();
+  const std::string temporary = path + ".tmp";
+  {
+    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
+    if (!out) throw Error(ErrorCategory::kInput, path + ": cannot write the model file");
+    out << text << '\n';
+    out.close();
+    if (!out) throw Error(ErrorCategory::kRuntime, path + ": writing the model file failed");
+  }
+  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
+    throw Error(ErrorCategory::kRuntime, path + ": cannot move the model file into place");
+  }
+}
+
+Predictor Predictor::load(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(ErrorCategory::kInput, path + ": cannot open the model file");
+  std::ostringstream text;
+  text << in.rdbuf();
+  return from_json_text(text.str(), path);
+}
+
+Predictor Predictor::from_json_text(std::string_view text, const std::string& origin) {
+  json file;
+  try {
+    file = json::parse(text);
+  } catch (const json::parse_error& e) {
+    throw Error(ErrorCategory::kInput, origin + ": not a carb model file (truncated or not JSON: " +
+                                           "byte " + std::to_string(e.byte) + ")");
+  }
+  if (!file.is_object() || file.value("format", "") != "carb-model") {
+    throw Error(ErrorCategory::kInput,
+                origin + ": not a carb model file (no \"format\": \"carb-model\")");
+  }
+  try {
+    const int version = file.at("format_version").get<int>();
+    if (version > kModelFormat) {
+      throw Error(ErrorCategory::kInput, origin + ": model format " + std::to_string(version) +
+                                             " is newer than this carb (" + std::string(kVersion) +
+                                             ") reads (" + std::to_string(kModelFormat) +
+                                             "); use a newer carb or refit");
+    }
+    auto impl = std::make_unique<Impl>();
+    impl->schema = file.at("feature_schema").at("name").get<std::string>();
+    file.at("feature_schema").at("features").get_to(impl->feature_names);
+    if (impl->schema == "carb-ir-1" && impl->feature_names != architecture_feature_names()) {
+      throw Error(
+          ErrorCategory::kInput,
+          origin + ": its carb-ir-1 feature list differs from this carb's; refit the model");
+    }
+    if (impl->schema != "carb-ir-1" && impl->schema != "table") {
+      throw Error(ErrorCategory::kInput,
+                  origin + ": unknown feature schema '" + impl->schema + "'");
+    }
+    file.at("device").at("fingerprint").get_to(impl->device_fingerprint);
+    file.at("device").at("name").get_to(impl->device_name);
+    const json& options = file.at("options");
+    impl->options.seed = options.at("seed").get<std::uint64_t>();
+    impl->options.cascade = options.at("cascade").get<bool>();
+    impl->options.corrector = options.at("corrector").get<bool>();
+    impl->options.prior =
+        parse_prior_mode(options.at("prior").get<std::string>()).value_or(PriorMode::kNone);
+    impl->options.learning_rate = options.at("learning_rate").get<double>();
+    impl->options.early_stopping_rounds = options.at("early_stopping_rounds").get<int>();
+    impl->options.forest_trees = options.at("forest_trees").get<int>();
+    impl->options.leave_low_batch_out = options.at("leave_low_batch_out").get<bool>();
+    const std::size_t width = impl->feature_names.size();
+    for (const json& target : file.at("targets")) {
+      TargetModel model;
+      model.info = {target.at("name").get<std::string>(), target.at("unit").get<std::string>(),
+                    target.at("source").get<std::string>()};
+      model.available = target.at("available").get<bool>();
+      impl->targets.push_back(model.info);
+      if (!model.available) {
+        model.reason = target.at("reason").get<std::string>();
+        impl->models.push_back(std::move(model));
+        continue;
+      }
+      for (const json& name : target.at("cascade_inputs")) {
+        const auto found = std::find_if(impl->models.begin(), impl->models.end(),
+                                        [&](const TargetModel& m) { return m.info.name == name; });
+        if (found == impl->models.end() || !found->available) {
+          throw std::invalid_argument("cascade input " + name.dump() + " is not an earlier target");
+        }
+        model.upstream.push_back(static_cast<std::size_t>(found - impl->models.begin()));
+      }
+      const std::size_t cols = width + model.upstream.size();
+      model.prior_mode =
+          parse_prior_mode(target.at("prior_mode").get<std::string>()).value_or(PriorMode::kNone);
+      if (model.prior_mode == PriorMode::kBase) {
+        model.prior = Ridge::from_json(target.at("prior"));
+        if (model.prior.coef.size() != cols)
+          throw std::invalid_argument("prior has the wrong width");
+      }
+      for (const json& entry : target.at("members")) {
+        const auto kind = parse_learner(entry.at("kind").get<std::string>());
+        if (!kind) throw std::invalid_argument("unknown member kind " + entry.at("kind").dump());
+        Member member{*kind, entry.at("weight").get<double>(), {}, {}};
+        if (*kind == LearnerKind::kRidge) {
+          member.ridge = Ridge::from_json(entry.at("ridge"));
+          if (member.ridge.coef.size() != cols)
+            throw std::invalid_argument("ridge has the wrong width");
+        } else {
+          member.booster = xgb::Booster::from_json(entry.at("xgboost").dump());
+        }
+        model.members.push_back(std::move(member));
+      }
+      if (!target.at("corrector").is_null()) {
+        model.corrector = xgb::Booster::from_json(target.at("corrector").at("xgboost").dump());
+      }
+      const json& interval = target.at("interval");
+      impl->coverage = interval.at("coverage").get<double>();
+      model.half_width = interval.at("log1p_half_width").is_null()
+                             ? std::numeric_limits<double>::infinity()
+                             : interval.at("log1p_half_width").get<double>();
+      model.calibration_rows = interval.at("calibration_rows").get<std::size_t>();
+      impl->models.push_back(std::move(model));
+    }
+    const json& evaluation = file.at("evaluation");
+    const json& split = evaluation.at("split");
+    impl->report.train_rows = split.at("train").get<std::size_t>();
+    impl->report.validation_rows = split.at("validation").get<std::size_t>();
+    impl->report.calibration_rows = split.at("calibration").get<std::size_t>();
+    impl->report.test_rows = split.at("test").get<std::size_t>();
+    for (const json& s : evaluation.at("scores")) {
+      impl->report.scores.push_back({s.at("method").get<std::string>(),
+                                     s.at("target").get<std::string>(),
+                                     metrics_from_json(s.at("metrics"))});
+    }
+    evaluation.at("notes").get_to(impl->report.notes);
+    impl->report.fit_seconds = evaluation.at("fit_seconds").get<double>();
+    return Predictor(std::move(impl));
+  } catch (const json::exception& e) {
+    throw Error(ErrorCategory::kInput, origin + ": corrupt carb model file: " + e.what());
+  } catch (const std::invalid_argument& e) {
+    throw Error(ErrorCategory::kInput, origin + ": corrupt carb model file: " + e.what());
+  } catch (const Error& e) {
+    if (e.category() == ErrorCategory::kRuntime) {
+      throw Error(ErrorCategory::kInput, origin + ": corrupt carb model file: " + e.what());
+    }
+    throw;
+  }
+}
+
+}  // namespace carb

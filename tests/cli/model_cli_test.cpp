@@ -1,0 +1,208 @@
+// carb fit / predict / evaluate as a user runs them, on the reference CPU campaign (real
+// measurements, data/cpu-reference.sqlite.xz) and on small tables.
+#include <gtest/gtest.h>
+#include <sqlite3.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+
+#include "run.hpp"
+
+namespace {
+
+using carb_test::CommandResult;
+using carb_test::run;
+
+void sql(const std::string& db, const std::string& statement) {
+  sqlite3* handle = nullptr;
+  ASSERT_EQ(sqlite3_open(db.c_str(), &handle), SQLITE_OK);
+  char* error = nullptr;
+  EXPECT_EQ(sqlite3_exec(handle, statement.c_str(), nullptr, nullptr, &error), SQLITE_OK)
+      << (error ? error : "");
+  sqlite3_free(error);
+  sqlite3_close(handle);
+}
+
+int lines(const std::string& text) {
+  return static_cast<int>(std::count(text.begin(), text.end(), '\n'));
+}
+
+// One fit of the reference campaign shared by the tests (it takes seconds).
+class ModelCli : public testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    // ctest runs each test in its own process, two at a time: names unique to this process.
+    const std::string pid = std::to_string(::getpid());
+    db = testing::TempDir() + "model-cli-reference-" + pid + ".sqlite";
+    model = testing::TempDir() + "model-cli-reference-" + pid + ".json";
+    std::filesystem::remove(model);
+    const std::string unpack =
+        "xz -dc " + std::string(CARB_SOURCE_DIR) + "/data/cpu-reference.sqlite.xz > " + db;
+    ASSERT_EQ(std::system(unpack.c_str()), 0);
+    fit = run("fit --db " + db + " -o " + model + " --forest-trees 16 --threads 1 --format json",
+              false);
+  }
+  static std::string db, model;
+  static CommandResult fit;
+};
+std::string ModelCli::db, ModelCli::model;
+CommandResult ModelCli::fit;
+
+TEST_F(ModelCli, FitsTheReferenceCampaignAndReportsTestScores) {
+  ASSERT_EQ(fit.exit_code, 0) << fit.out;
+  const auto summary = nlohmann::json::parse(fit.out);
+  EXPECT_EQ(summary.at("model"), model);
+  EXPECT_EQ(summary.at("rows"), 1600);
+  double memory_r2 = 0, latency_r2 = 0, latency_coverage = 0;
+  bool flops_baseline = false, specialist = false;
+  for (const auto& s : summary.at("scores")) {
+    if (s.at("method") == "carb" && s.at("target") == "memory") memory_r2 = s["metrics"]["r2"];
+    if (s.at("method") == "carb" && s.at("target") == "latency") {
+      latency_r2 = s["metrics"]["r2"];
+      latency_coverage = s["metrics"]["coverage"];
+    }
+    flops_baseline |= s.at("method") == "flops-loglinear";
+    specialist |= s.at("method") == "specialist";
+  }
+  EXPECT_GT(memory_r2, 0.999);
+  EXPECT_GT(latency_r2, 0.9);
+  EXPECT_GT(latency_coverage, 80);
+  EXPECT_TRUE(flops_baseline);
+  EXPECT_TRUE(specialist);
+  // No energy sensor on the reference machine: energy is left out with the reason.
+  bool energy_note = false;
+  for (const auto& note : summary.at("notes")) {
+    energy_note |= note.get<std::string>().rfind("energy: unavailable, no energy measured", 0) == 0;
+  }
+  EXPECT_TRUE(energy_note) << summary.at("notes").dump();
+}
+
+TEST_F(ModelCli, PredictsKeysAndSpecSamplesWithIntervals) {
+  ASSERT_EQ(fit.exit_code, 0) << fit.out;
+  CommandResult keys = run("predict --model " + model +
+                               " basic18_w1_ds_r64_b1_fp32 bottleneck50_w0.5_nods_r32_b8_fp32 "
+                               "--format csv",
+                           false);
+  ASSERT_EQ(keys.exit_code, 0) << keys.out;
+  std::istringstream csv(keys.out);
+  std::string header, row;
+  std::getline(csv, header);
+  EXPECT_EQ(header,
+            "key,memory_B,memory_B_low,memory_B_high,energy_J,energy_J_low,energy_J_high,"
+            "latency_ms,latency_ms_low,latency_ms_high");
+  std::getline(csv, row);
+  EXPECT_EQ(row.rfind("basic18_w1_ds_r64_b1_fp32,", 0), 0U) << row;
+  EXPECT_NE(row.find(",,,"), std::string::npos) << "energy is empty, never 0: " << row;
+  CommandResult with_note = run("predict --model " + model + " basic18_w1_ds_r64_b1_fp32");
+  EXPECT_NE(with_note.out.find("note: energy is unavailable: no energy measured"),
+            std::string::npos);
+
+  CommandResult spec = run("predict --model " + model + " --spec " + std::string(CARB_SOURCE_DIR) +
+                               "/examples/spaces/cpu-demo.yaml --sample 7 --seed 3 --format csv",
+                           false);
+  ASSERT_EQ(spec.exit_code, 0) << spec.out;
+  EXPECT_EQ(lines(spec.out), 8);
+}
+
+TEST_F(ModelCli, EvaluatesOnItsOwnDeviceAndAcrossDevices) {
+  ASSERT_EQ(fit.exit_code, 0) << fit.out;
+  CommandResult own = run("evaluate --model " + model + " --db " + db);
+  ASSERT_EQ(own.exit_code, 0) << own.out;
+  EXPECT_NE(own.out.find("model scored on its own device (1600 rows)"), std::string::npos);
+
+  // The same measurements under another device's name: a transfer evaluation.
+  const std::string other = db + "-other.sqlite";
+  std::filesystem::copy_file(db, other, std::filesystem::copy_options::overwrite_existing);
+  sql(other, "UPDATE devices SET fingerprint = 'other-cpu', name = 'Other CPU'");
+  CommandResult transfer = run("evaluate --model " + model + " --db " + other + " --format json");
+  ASSERT_EQ(transfer.exit_code, 0) << transfer.out;
+  EXPECT_NE(transfer.out.find("transfer: model of "), std::string::npos) << transfer.out;
+  EXPECT_NE(transfer.out.find("\"slope\""), std::string::npos);
+
+  // Two devices in one database: fit must be told which.
+  sql(other,
+      "INSERT INTO devices (fingerprint, kind, name, details) VALUES ('third-cpu', 'cpu', "
+      "'Third CPU', '{}'); UPDATE measurements SET device_id = (SELECT id FROM devices WHERE "
+      "fingerprint = 'third-cpu') WHERE id % 2 = 0");
+  const std::string out = testing::TempDir() + "model-cli-two.json";
+  CommandResult two = run("fit --db " + other + " -o " + out);
+  EXPECT_EQ(two.exit_code, 2);
+  EXPECT_NE(two.out.find("holds 2 devices; choose one with --device: other-cpu (Other CPU), "
+                         "third-cpu (Third CPU)"),
+            std::string::npos)
+      << two.out;
+  EXPECT_FALSE(std::filesystem::exists(out));
+}
+
+TEST_F(ModelCli, BadModelFilesAreOneLineAndExitTwo) {
+  ASSERT_EQ(fit.exit_code, 0) << fit.out;
+  std::ifstream in(model);
+  std::stringstream text;
+  text << in.rdbuf();
+  const std::string truncated = testing::TempDir() + "model-cli-truncated.json";
+  std::ofstream(truncated) << text.str().substr(0, text.str().size() / 3);
+  CommandResult result = run("predict --model " + truncated + " basic18_w1_ds_r64_b1_fp32");
+  EXPECT_EQ(result.exit_code, 2);
+  EXPECT_EQ(lines(result.out), 1) << result.out;
+  EXPECT_NE(result.out.find("not a carb model file (truncated or not JSON"), std::string::npos);
+
+  // A model of a table cannot score configurations.
+  const std::string table = testing::TempDir() + "model-cli-table.csv";
+  {
+    std::ofstream csv(table);
+    csv << "x,y\n";
+    for (int i = 1; i <= 60; ++i) csv << i << "," << 3 * i + (i % 7) << "\n";
+  }
+  const std::string table_model = testing::TempDir() + "model-cli-table.json";
+  ASSERT_EQ(run("fit --table " + table + " --features x --target y --threads 1 -o " + table_model)
+                .exit_code,
+            0);
+  result = run("evaluate --model " + table_model + " --db " + db);
+  EXPECT_EQ(result.exit_code, 2);
+  EXPECT_NE(result.out.find("was fitted on a table, not on carb measurements"), std::string::npos)
+      << result.out;
+  result = run("predict --model " + table_model + " --table " + table + " --format csv");
+  EXPECT_EQ(result.exit_code, 0) << result.out;
+  EXPECT_EQ(lines(result.out), 61);
+}
+
+TEST(ModelCliInput, BadTablesAreOneLineAndWriteNothing) {
+  const std::string dir = testing::TempDir();
+  const std::string out = dir + "model-cli-bad.json";
+  const auto fit = [&](const std::string& csv, const std::string& arguments) {
+    const std::string path = dir + "model-cli-bad.csv";
+    std::ofstream(path) << csv;
+    std::filesystem::remove(out);
+    CommandResult result = run("fit --table " + path + " " + arguments + " --threads 1 -o " + out);
+    EXPECT_EQ(result.exit_code, 2) << result.out;
+    EXPECT_EQ(lines(result.out), 1) << result.out;
+    EXPECT_FALSE(std::filesystem::exists(out));
+    return result.out;
+  };
+  std::string rows = "x,y\n";
+  for (int i = 1; i <= 20; ++i) rows += std::to_string(i) + "," + std::to_string(2 * i) + "\n";
+  EXPECT_NE(fit(rows, "--features x --target y").find("too few rows to split: 20 measured rows"),
+            std::string::npos);
+  EXPECT_NE(fit(rows, "--features x,z --target y").find("model-cli-bad.csv:1:1: no column 'z'"),
+            std::string::npos);
+  EXPECT_NE(fit("x,y\n1,2\n2,-4\n", "--features x --target y")
+                .find("model-cli-bad.csv:3:2: target 'y' is negative"),
+            std::string::npos);
+  EXPECT_NE(fit("x,y\n1,2\n2,NaN\n", "--features x --target y")
+                .find("model-cli-bad.csv:3:2: column 'y': 'NaN' is not a finite number"),
+            std::string::npos);
+  EXPECT_NE(
+      fit("x,y\n1,\n2,\n", "--features x --target y").find("target 'y' (column 'y') has no values"),
+      std::string::npos);
+  EXPECT_NE(fit(rows, "--features x").find("--target: name at least one target"),
+            std::string::npos);
+}
+
+}  // namespace

@@ -1,0 +1,321 @@
+// The predictor on tables whose truth is known, and its model file.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+
+#include "carb/error.hpp"
+#include "carb/model.hpp"
+
+namespace carb {
+namespace {
+
+// A table of rows whose targets are known functions of the features: memory depends on a and b,
+// latency on memory and c, with multiplicative noise of about 2%.
+std::string known_table(int rows, std::uint64_t seed = 7) {
+  std::mt19937_64 random(seed);
+  std::uniform_real_distribution<double> unit(0, 1);
+  std::ostringstream csv;
+  csv << "a,b,c,batch,memory,latency\n";
+  for (int i = 0; i < rows; ++i) {
+    const double a = 10 + 10 * unit(random);
+    const double b = std::pow(2.0, static_cast<int>(unit(random) * 8));
+    const double c = unit(random);
+    const int batch = 1 << static_cast<int>(unit(random) * 7);
+    const double memory = 1000 * a * b * (1 + 0.02 * (unit(random) - 0.5));
+    const double latency =
+        (memory / 1e4) * (1 + c) * std::sqrt(batch) * (1 + 0.04 * (unit(random) - 0.5));
+    csv << a << "," << b << "," << c << "," << batch << "," << memory << "," << latency << "\n";
+  }
+  return csv.str();
+}
+
+TableSpec known_spec() {
+  TableSpec spec;
+  spec.features = {"a", "b", "c", "batch"};
+  spec.targets = {parse_table_target("memory"), parse_table_target("latency=latency")};
+  spec.stratify = {"batch"};
+  spec.batch_column = "batch";
+  return spec;
+}
+
+FitOptions quick_options() {
+  FitOptions options;
+  options.threads = 1;  // ctest runs two tests at once: no OpenMP oversubscription
+  options.forest_trees = 16;
+  return options;
+}
+
+const Metrics& scores_of(const std::vector<MethodScores>& scores, const std::string& method,
+                         const std::string& target) {
+  for (const MethodScores& s : scores) {
+    if (s.method == method && s.target == target) return s.metrics;
+  }
+  ADD_FAILURE() << "no scores for " << method << " / " << target;
+  static const Metrics none;
+  return none;
+}
+
+std::string temp_path(const std::string& name) {
+  return (std::filesystem::temp_directory_path() / (name + "-" + std::to_string(::getpid())))
+      .string();
+}
+
+// --- CSV ----------------------------------------------------------------------------------
+
+TEST(Csv, QuotedFieldsDoubledQuotesAndEmbeddedNewlines) {
+  const CsvTable table =
+      parse_csv("x,\"y, z\",w\n1,\"say \"\"hi\"\"\",\"two\nlines\"\r\n\n3,4,5", "t.csv");
+  ASSERT_EQ(table.header, (std::vector<std::string>{"x", "y, z", "w"}));
+  ASSERT_EQ(table.rows.size(), 2U);
+  EXPECT_EQ(table.rows[0][1], "say \"hi\"");
+  EXPECT_EQ(table.rows[0][2], "two\nlines");
+  EXPECT_EQ(table.lines[0], 2);
+  EXPECT_EQ(table.lines[1], 5);
+  EXPECT_EQ(table.rows[1], (std::vector<std::string>{"3", "4", "5"}));
+}
+
+TEST(Csv, MalformedTextIsAnErrorAtItsPosition) {
+  const auto message = [](std::string_view text) {
+    try {
+      parse_csv(text, "t.csv");
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_EQ(message("a,b\n1,2,3\n"), "t.csv:2:1: 3 fields, the header has 2");
+  EXPECT_EQ(message("a,b\n1,\"2\n"), "t.csv:2:1: a quoted field is never closed");
+  EXPECT_EQ(message("a,b\n1,\"2\"x\n"), "t.csv:2:6: text after a closing quote");
+  EXPECT_EQ(message(""), "t.csv:1:1: empty table, no header");
+}
+
+TEST(Table, BadCellsAndMissingColumnsNameTheirPlace) {
+  const auto message = [](std::string_view text, const TableSpec& spec) {
+    try {
+      dataset_from_table(parse_csv(text, "t.csv"), spec);
+    } catch (const Error& e) {
+      EXPECT_EQ(e.exit_code(), 2);
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  TableSpec spec;
+  spec.features = {"a"};
+  spec.targets = {parse_table_target("y")};
+  EXPECT_EQ(message("a,y\n1,2\nx,3\n", spec), "t.csv:3:1: column 'a': 'x' is not a finite number");
+  EXPECT_EQ(message("a,y\n1,2\n2,-3\n", spec), "t.csv:3:2: target 'y' is negative (-3)");
+  EXPECT_EQ(message("a,y\n1,nan\n", spec), "t.csv:2:2: column 'y': 'nan' is not a finite number");
+  EXPECT_EQ(message("a,z\n1,2\n", spec), "t.csv:1:1: no column 'y'; the table has: a, z");
+  EXPECT_THROW(parse_table_target("=x"), Error);
+}
+
+TEST(Table, HeavyTailedFeaturesGoToLogSpace) {
+  const Dataset data = dataset_from_table(parse_csv(known_table(100), "t.csv"), known_spec());
+  EXPECT_EQ(data.feature_names, (std::vector<std::string>{"a", "log_b", "c", "log_batch"}));
+  EXPECT_EQ(data.rows(), 100U);
+  EXPECT_NEAR(data.row(0)[1], std::log1p(std::stod(parse_csv(known_table(100), "t").rows[0][1])),
+              1e-5);
+}
+
+// --- Metrics --------------------------------------------------------------------------------
+
+TEST(Metrics, KnownValues) {
+  const std::vector<double> measured = {1, 2, 3, 4};
+  const std::vector<double> predicted = {1.05, 1.9, 3, 5};
+  const std::vector<double> low = {1, 1, 3.5, 4}, high = {2, 3, 4, 6};
+  const Metrics m = score(measured, predicted, &low, &high);
+  EXPECT_EQ(m.n, 4U);
+  EXPECT_NEAR(m.mae, (0.05 + 0.1 + 0 + 1) / 4, 1e-12);
+  EXPECT_NEAR(m.mape, 100 * (0.05 + 0.05 + 0 + 0.25) / 4, 1e-9);
+  EXPECT_NEAR(m.within10, 75, 1e-9);
+  EXPECT_NEAR(m.r2, 1 - (0.0025 + 0.01 + 0 + 1) / 5.0, 1e-12);
+  EXPECT_NEAR(m.spearman, 1.0, 1e-12);
+  EXPECT_NEAR(*m.coverage, 75, 1e-9);
+  EXPECT_NEAR(*m.mean_width, (1 + 2 + 0.5 + 2) / 4.0, 1e-12);
+  EXPECT_NEAR(spearman({1, 2, 2, 3}, {3, 2, 2, 1}), -1.0, 1e-12);
+  EXPECT_NEAR(spearman({1, 2, 3, 4, 5}, {5, 6, 7, 8, 7}), 0.8207826816681233, 1e-12);
+}
+
+// --- Fitting ----------------------------------------------------------------------------------
+
+class Fitted : public testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    data = new Dataset(dataset_from_table(parse_csv(known_table(600), "known.csv"), known_spec()));
+    predictor = new Predictor(Predictor::fit(*data, quick_options(), &report));
+  }
+  static void TearDownTestSuite() {
+    delete predictor;
+    delete data;
+  }
+  static Dataset* data;
+  static Predictor* predictor;
+  static FitReport report;
+};
+Dataset* Fitted::data = nullptr;
+Predictor* Fitted::predictor = nullptr;
+FitReport Fitted::report;
+
+TEST_F(Fitted, SplitsSeventyFifteenFifteen) {
+  const double n = 600;
+  EXPECT_NEAR(report.train_rows / n, 0.70, 0.02);
+  EXPECT_NEAR((report.validation_rows + report.calibration_rows) / n, 0.15, 0.02);
+  EXPECT_NEAR(report.test_rows / n, 0.15, 0.02);
+  EXPECT_EQ(report.train_rows + report.validation_rows + report.calibration_rows + report.test_rows,
+            600U);
+}
+
+TEST_F(Fitted, LearnsKnownFunctionsWithCalibratedIntervals) {
+  const Metrics& memory = scores_of(report.scores, "carb", "memory");
+  const Metrics& latency = scores_of(report.scores, "carb", "latency");
+  EXPECT_GT(memory.r2, 0.99);
+  EXPECT_LT(memory.mape, 5);
+  EXPECT_GT(latency.r2, 0.97);
+  EXPECT_LT(latency.mape, 10);
+  ASSERT_TRUE(latency.coverage.has_value());
+  EXPECT_GT(*latency.coverage, 75);
+  // Baselines and members are scored in the same run.
+  EXPECT_LT(scores_of(report.scores, "depthwise", "latency").r2, 1.0);
+  EXPECT_LT(scores_of(report.scores, "specialist", "latency").r2, 1.0);
+}
+
+TEST_F(Fitted, PredictionsCarryTheirIntervals) {
+  const auto predictions = predictor->predict(data->x.data(), 50, data->batch.data());
+  ASSERT_EQ(predictions.size(), 2U);
+  for (const auto& target : predictions) {
+    for (const TargetPrediction& p : target) {
+      ASSERT_TRUE(p.available);
+      EXPECT_LE(p.low, p.value);
+      EXPECT_LE(p.value, p.high);
+      EXPECT_GT(p.high, p.low);
+    }
+  }
+}
+
+TEST_F(Fitted, TheModelFileRoundTripsExactly) {
+  const std::string path = temp_path("model.json");
+  predictor->save(path);
+  const Predictor loaded = Predictor::load(path);
+  std::filesystem::remove(path);
+  const auto a = predictor->predict(data->x.data(), data->rows(), data->batch.data());
+  const auto b = loaded.predict(data->x.data(), data->rows(), data->batch.data());
+  for (std::size_t t = 0; t < a.size(); ++t) {
+    for (std::size_t i = 0; i < a[t].size(); ++i) {
+      ASSERT_EQ(a[t][i].value, b[t][i].value);
+      ASSERT_EQ(a[t][i].high, b[t][i].high);
+    }
+  }
+  EXPECT_EQ(loaded.feature_names(), predictor->feature_names());
+  EXPECT_EQ(loaded.fit_report().scores.size(), report.scores.size());
+}
+
+TEST_F(Fitted, BrokenModelFilesAreInputErrors) {
+  const std::string text = predictor->to_json_text();
+  const auto message = [](std::string_view broken) {
+    try {
+      Predictor::from_json_text(broken, "m.json");
+    } catch (const Error& e) {
+      EXPECT_EQ(e.exit_code(), 2);
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(
+      message(text.substr(0, text.size() / 2)).find("m.json: not a carb model file (truncated"),
+      std::string::npos);
+  EXPECT_NE(message("{\"format\": \"other\"}").find("not a carb model file"), std::string::npos);
+  std::string newer = text;
+  newer.replace(newer.find("\"format_version\": 1"), 19, "\"format_version\": 99");
+  EXPECT_NE(message(newer).find("model format 99 is newer"), std::string::npos);
+  std::string corrupt = text;
+  corrupt.replace(corrupt.find("\"members\""), 9, "\"membres\"");
+  EXPECT_NE(message(corrupt).find("m.json: corrupt carb model file"), std::string::npos);
+  std::string bad_tree = text;
+  const auto trees = bad_tree.find("\"trees\"");
+  ASSERT_NE(trees, std::string::npos);
+  bad_tree.replace(trees, 7, "\"treez\"");
+  EXPECT_NE(message(bad_tree).find("m.json: corrupt carb model file"), std::string::npos);
+}
+
+TEST(Fit, ATargetWithNoValuesIsLeftOutWithItsReason) {
+  std::string csv = "a,b,c,batch,memory,latency,energy\n";
+  std::istringstream rows(known_table(200));
+  std::string line;
+  std::getline(rows, line);
+  while (std::getline(rows, line)) csv += line + ",\n";
+  TableSpec spec = known_spec();
+  spec.targets.insert(spec.targets.begin() + 1, parse_table_target("energy"));
+  // Named explicitly in a table, an empty target is an error; in a store it is left out.
+  try {
+    dataset_from_table(parse_csv(csv, "t.csv"), spec);
+    ADD_FAILURE() << "an all-empty target was accepted";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "t.csv: target 'energy' (column 'energy') has no values");
+  }
+  spec.targets.erase(spec.targets.begin() + 1);
+  Dataset data = dataset_from_table(parse_csv(csv, "t.csv"), spec);
+  data.targets.insert(data.targets.begin() + 1, TargetInfo{"energy", "J", "energy_j"});
+  data.y.insert(data.y.begin() + 1, std::vector<double>(data.rows(), std::nan("")));
+  data.missing_reason.insert(data.missing_reason.begin() + 1, "");
+  FitOptions options = quick_options();
+  options.baselines = false;
+  const Predictor predictor = Predictor::fit(data, options, nullptr);
+  const auto predictions = predictor.predict(data.x.data(), 3, data.batch.data());
+  EXPECT_FALSE(predictions[1][0].available);
+  EXPECT_EQ(predictions[1][0].reason, "no energy values in the data");
+  EXPECT_TRUE(predictions[2][0].available);  // the cascade skipped energy
+}
+
+TEST(Fit, TooFewRowsSaysHowManyAreNeeded) {
+  const Dataset data = dataset_from_table(parse_csv(known_table(30), "t.csv"), known_spec());
+  try {
+    Predictor::fit(data, quick_options(), nullptr);
+    FAIL() << "fitted 30 rows";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.exit_code(), 2);
+    EXPECT_NE(std::string(e.what()).find("too few rows to split: 30 measured rows of memory, need "
+                                         "at least 40"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(Fit, NegativeOrNanMeasurementsAreRejected) {
+  Dataset data = dataset_from_table(parse_csv(known_table(100), "t.csv"), known_spec());
+  data.y[1][5] = -1;
+  EXPECT_THROW(Predictor::fit(data, quick_options(), nullptr), Error);
+  data.y[1][5] = std::numeric_limits<double>::infinity();
+  EXPECT_THROW(Predictor::fit(data, quick_options(), nullptr), Error);
+}
+
+TEST(Fit, TheSameSeedGivesTheSameModel) {
+  const Dataset data = dataset_from_table(parse_csv(known_table(200), "t.csv"), known_spec());
+  FitOptions options = quick_options();
+  options.baselines = false;
+  const Predictor a = Predictor::fit(data, options, nullptr);
+  const Predictor b = Predictor::fit(data, options, nullptr);
+  const auto pa = a.predict(data.x.data(), data.rows(), data.batch.data());
+  const auto pb = b.predict(data.x.data(), data.rows(), data.batch.data());
+  for (std::size_t i = 0; i < data.rows(); ++i) ASSERT_EQ(pa[1][i].value, pb[1][i].value);
+}
+
+TEST(Fit, LeaveLowBatchOutTestsOnlyLowBatches) {
+  const Dataset data = dataset_from_table(parse_csv(known_table(400), "t.csv"), known_spec());
+  FitOptions options = quick_options();
+  options.leave_low_batch_out = true;
+  options.baselines = false;
+  FitReport report;
+  Predictor::fit(data, options, &report);
+  std::size_t low = 0;
+  for (int batch : data.batch) low += batch <= 8 ? 1 : 0;
+  EXPECT_EQ(report.test_rows, low);
+}
+
+}  // namespace
+}  // namespace carb
