@@ -67,6 +67,8 @@ struct CampaignSummary {
   double wall_s = 0;       ///< the whole run
   double inference_s = 0;  ///< inside run()+sync(): warm-up, timed samples, energy windows
   double prepare_s = 0;    ///< building sessions inside workers
+  /// Measurements during whose timing other work took >= kContendedShare of the CPUs.
+  std::int64_t contended = 0;
 };
 
 /// Measures `configs` (in order) on one device into the database at options.db_path: skips keys

@@ -42,6 +42,10 @@ struct Protocol {
   static Protocol from_json(const nlohmann::json& json);
 };
 
+/// A measurement is flagged "contended" (in its detail) when other processes, or a VM host's
+/// steal, took at least this share of the machine's CPUs while its passes were timed.
+inline constexpr double kContendedShare = 0.10;
+
 /// Statistics of samples (any order, at least one): percentiles by linear interpolation, the
 /// median's 95% confidence interval from order statistics (binomial, normal approximation).
 LatencyStats summarize_latency(std::span<const double> samples_ms, double target_relative_ci);

@@ -143,4 +143,27 @@ std::uint64_t peak_rss_bytes();
 /// parsed.
 std::uint64_t current_rss_bytes(const std::filesystem::path& root = "/");
 
+/// CPU time of the whole machine and of this process at one moment, to tell how much of the
+/// machine other processes (or, in a VM, the host: steal) took while carb was timing.
+struct CpuUsage {
+  double busy_s = 0;   ///< all CPUs' user, nice, system, irq and softirq time (/proc/stat)
+  double steal_s = 0;  ///< all CPUs' steal time: a VM's CPUs running someone else's work
+  double own_s = 0;    ///< this process's user + system time, every thread (getrusage)
+  int cpus = 0;        ///< CPU lines in /proc/stat
+};
+
+/// Reads `root`/proc/stat and this process's CPU time; nullopt (with `why`) when unreadable.
+std::optional<CpuUsage> read_cpu_usage(std::string* why = nullptr,
+                                       const std::filesystem::path& root = "/");
+/// Parses /proc/stat text at `ticks_per_s` (USER_HZ); nullopt when it has no "cpu" lines.
+std::optional<CpuUsage> parse_proc_stat(std::string_view text, double ticks_per_s);
+
+/// What other work took of the machine over a window, as shares of all its CPUs (0..1).
+struct Contention {
+  double other_share = 0;  ///< CPU time of other processes / (window x CPUs)
+  double steal_share = 0;  ///< steal time / (window x CPUs)
+};
+/// Contention between two readings `window_s` apart (other_share never below 0).
+Contention contention_between(const CpuUsage& before, const CpuUsage& after, double window_s);
+
 }  // namespace carb

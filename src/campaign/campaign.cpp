@@ -268,6 +268,7 @@ CampaignSummary run_campaign(const std::vector<Config>& configs, const CampaignO
       ++state.by_status[status];
       summary.inference_s += measurement.warmup_s + measurement.timed_s + measurement.energy_s;
       summary.prepare_s += measurement.prepare_s;
+      if (measurement.detail.find("contended: ") != std::string::npos) ++summary.contended;
     }
     ++state.finished;
     state.elapsed_s = seconds_since(start);

@@ -1,6 +1,7 @@
 // carb devices | carb profile | carb export, and the hidden worker verb.
 #include <unistd.h>
 
+#include <cmath>
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -141,6 +142,12 @@ void run_profile(const ProfileOptions& options) {
             << "  time:           " << duration_text(summary.wall_s) << " wall, "
             << duration_text(summary.inference_s) << " inside inferences, "
             << duration_text(summary.prepare_s) << " preparing networks\n";
+  if (summary.contended > 0) {
+    std::cout << "  contended:      " << summary.contended
+              << " measurements timed while other processes used >= "
+              << std::lround(100 * kContendedShare)
+              << "% of the CPUs (their detail says so; re-measure them on a quiet machine)\n";
+  }
 }
 
 }  // namespace

@@ -256,6 +256,29 @@ void measure_energy(Session& session, const Protocol& protocol, EnergyMeter& met
   }
 }
 
+// Records how much of the machine other work took while the passes were timed, and says so in
+// the detail when it was enough to distort them (docs/measurement.md, "Contention").
+void record_contention(const std::optional<CpuUsage>& before, const std::string& why,
+                       double window_s, Measurement& measurement) {
+  std::string after_why;
+  const auto after = before ? read_cpu_usage(&after_why) : std::nullopt;
+  if (!before || !after) {
+    measurement.provenance["contention"] = {{"unavailable", before ? after_why : why}};
+    return;
+  }
+  const Contention contention = contention_between(*before, *after, window_s);
+  measurement.provenance["contention"] = {{"other_cpu_share", contention.other_share},
+                                          {"steal_share", contention.steal_share},
+                                          {"window_s", window_s}};
+  if (contention.other_share >= kContendedShare || contention.steal_share >= kContendedShare) {
+    const auto percent = [](double share) { return std::to_string(std::lround(100 * share)); };
+    measurement.detail += std::string(measurement.detail.empty() ? "" : "; ") +
+                          "contended: other processes used " + percent(contention.other_share) +
+                          "% of the CPUs while timing (steal " + percent(contention.steal_share) +
+                          "%)";
+  }
+}
+
 nlohmann::json device_provenance(const Device& device) {
   const DeviceInfo& info = device.info();
   return {{"id", info.id},           {"kind", info.kind}, {"name", info.name},
@@ -288,7 +311,11 @@ Measurement measure_configuration(const Device& device, const Config& config,
     }
     measurement.warmup_s = seconds_between(warmup_start, Clock::now());
 
+    std::string why;
+    const auto usage_before = read_cpu_usage(&why);
+    const auto timing_start = Clock::now();
     time_adaptively(*session, protocol, measurement);
+    record_contention(usage_before, why, seconds_between(timing_start, Clock::now()), measurement);
     measure_energy(*session, protocol, meter, measurement);
 
     measurement.engine_memory = session->memory();

@@ -2,6 +2,11 @@
 // real signals; faults are injected through the worker's CARB_WORKER_FAULT hook).
 #include <gtest/gtest.h>
 
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <cstdlib>
 
 #include "carb/measure.hpp"
@@ -62,6 +67,36 @@ TEST(Measure, InProcessOnTheCpuEngine) {
   ASSERT_TRUE(measurement.process_peak_rss_bytes && measurement.baseline_rss_bytes);
   EXPECT_GE(*measurement.process_peak_rss_bytes, *measurement.baseline_rss_bytes);
   EXPECT_FALSE(measurement.provenance.at("kernels").empty());
+  EXPECT_TRUE(measurement.provenance.at("contention").contains("window_s"));
+}
+
+TEST(Measure, OtherProcessesBusyWhileTimingAreReported) {
+  // Two child processes spin on the machine's CPUs while a configuration is timed.
+  std::vector<pid_t> spinners;
+  const long cpus = std::max(1L, ::sysconf(_SC_NPROCESSORS_ONLN));
+  for (long i = 0; i < cpus; ++i) {
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      volatile std::uint64_t x = 0;
+      while (true) x = x + 1;
+    }
+    spinners.push_back(pid);
+  }
+  NoSensorMeter meter("none");
+  Protocol protocol = quick_protocol();
+  protocol.min_time_s = 0.3;
+  const Measurement measurement =
+      measure_configuration(cpu_device(), parse_key(kTinyKey), protocol, meter);
+  for (pid_t pid : spinners) {
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, nullptr, 0);
+  }
+  ASSERT_EQ(measurement.status, MeasurementStatus::kOk) << measurement.detail;
+  const auto& contention = measurement.provenance.at("contention");
+  ASSERT_TRUE(contention.contains("other_cpu_share")) << contention.dump();
+  EXPECT_GE(contention.at("other_cpu_share").get<double>(), kContendedShare) << contention.dump();
+  EXPECT_NE(measurement.detail.find("contended: other processes used "), std::string::npos)
+      << measurement.detail;
 }
 
 TEST(Measure, UnsupportedIsAStatusNotAnException) {
