@@ -198,8 +198,11 @@ class Predictor {
   /// Result: [target][row].
   std::vector<std::vector<TargetPrediction>> predict(const float* x, std::size_t rows,
                                                      const int* batch) const;
-  /// Predictions of each member alone and of the blend before the corrector, log1p space, for
-  /// evaluation: [target] -> method name -> values. Unavailable targets are absent.
+  /// Predictions of each target's cheapest member (the ridge prior, where there is one) with
+  /// their own split-conformal intervals: stage 1 of screening ranks whole spaces with these.
+  std::vector<std::vector<TargetPrediction>> predict_cheap(const float* x, std::size_t rows) const;
+  /// Predictions of each member alone and of the blend before the corrector, in the targets'
+  /// units, for evaluation: [target] -> method name -> values. Unavailable targets are empty.
   std::vector<std::vector<std::pair<std::string, std::vector<double>>>> predict_members(
       const float* x, std::size_t rows, const int* batch) const;
 

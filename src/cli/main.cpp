@@ -21,6 +21,7 @@ int main(int argc, char** argv) {
   carb::cli::add_space_verb(app);
   carb::cli::add_profile_verbs(app);
   carb::cli::add_model_verbs(app);
+  carb::cli::add_screen_verbs(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::Success& success) {

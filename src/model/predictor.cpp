@@ -212,6 +212,10 @@ struct TargetModel {
   std::vector<Member> members;
   xgb::Booster corrector;  // empty when skipped
   double half_width = 0;   // conformal half-width, log1p space
+  // Targets are modelled as log1p(scale x value): a power of ten that puts the smallest training
+  // value at 10 or more, so log1p is a log where the data are (not linear near 0).
+  double scale = 1;
+  double cheap_half_width = std::numeric_limits<double>::infinity();  // of cheap_log()
   std::size_t calibration_rows = 0;
 };
 
@@ -387,6 +391,40 @@ std::vector<double> predict_log(const TargetModel& model, const Matrix& m, const
   return values;
 }
 
+// The cheapest member's log1p predictions (stage 1 of screening): the ridge prior when the
+// trees correct it or it is a member, else the first tree learner.
+std::vector<double> cheap_log(const TargetModel& model, const Matrix& m) {
+  std::vector<double> values(m.rows());
+  const Member* ridge = nullptr;
+  for (const Member& member : model.members) {
+    if (member.kind == LearnerKind::kRidge) ridge = &member;
+  }
+  if (model.prior_mode == PriorMode::kBase || ridge != nullptr) {
+    const Ridge& prior = ridge != nullptr ? ridge->ridge : model.prior;
+    for (std::size_t i = 0; i < m.rows(); ++i) values[i] = prior.predict(m.row(i));
+    return values;
+  }
+  const std::vector<float> trees =
+      model.members.front().booster.predict(m.x.data(), m.rows(), m.cols);
+  for (std::size_t i = 0; i < m.rows(); ++i) values[i] = trees[i];
+  return values;
+}
+
+// The split-conformal half-width of predictions `predicted` of the calibration rows' `y`:
+// the ceil((n+1)·coverage)-th smallest absolute residual (infinite when n is too small).
+double conformal_half_width(const std::vector<double>& measured,
+                            const std::vector<double>& predicted, double coverage) {
+  std::vector<double> scores;
+  for (std::size_t i = 0; i < measured.size(); ++i) {
+    scores.push_back(std::abs(measured[i] - predicted[i]));
+  }
+  std::sort(scores.begin(), scores.end());
+  const auto n = static_cast<double>(scores.size());
+  const auto rank = static_cast<std::size_t>(std::ceil((n + 1) * coverage));
+  return rank > scores.size() || rank == 0 ? std::numeric_limits<double>::infinity()
+                                           : scores[rank - 1];
+}
+
 struct TargetFit {
   TargetModel model;
   std::vector<std::string> notes;
@@ -523,18 +561,12 @@ TargetFit fit_target(const TargetInfo& info, const Matrix& m, const std::vector<
   for (std::size_t row : calibration) calibration_batch.push_back(data.batch[row]);
   const std::vector<double> calibrated =
       predict_log(model, calibration_rows, calibration_batch.data());
-  std::vector<double> scores;
-  for (std::size_t i = 0; i < calibration.size(); ++i) {
-    scores.push_back(std::abs(y[calibration[i]] - calibrated[i]));
-  }
-  std::sort(scores.begin(), scores.end());
-  const auto n = static_cast<double>(scores.size());
-  const auto rank = static_cast<std::size_t>(std::ceil((n + 1) * options.coverage));
-  model.half_width =
-      rank > scores.size() ? std::numeric_limits<double>::infinity() : scores[rank - 1];
-  model.calibration_rows = scores.size();
-  if (rank > scores.size()) {
-    fit.notes.push_back(info.name + ": " + std::to_string(scores.size()) +
+  std::vector<double> measured;
+  for (std::size_t row : calibration) measured.push_back(y[row]);
+  model.half_width = conformal_half_width(measured, calibrated, options.coverage);
+  model.calibration_rows = calibration.size();
+  if (!std::isfinite(model.half_width)) {
+    fit.notes.push_back(info.name + ": " + std::to_string(calibration.size()) +
                         " calibration rows are too few for " +
                         std::to_string(100 * options.coverage) + "% intervals; they are unbounded");
   }
@@ -618,19 +650,55 @@ struct Predictor::Impl {
   FitReport report;
   int threads = 0;
 
-  // Log1p predictions of every available target, cascading.
-  std::vector<std::vector<double>> predict_logs(const float* x, std::size_t rows,
-                                                const int* batch) const {
+  // Log1p predictions of every available target, each from the matrix of the features plus the
+  // log predictions of its upstream targets (the cascade), by `predict_one(model, matrix)`.
+  template <typename PredictOne>
+  std::vector<std::vector<double>> cascade(const float* x, std::size_t rows,
+                                           PredictOne predict_one) const {
     std::vector<std::vector<double>> logs(models.size());
     for (std::size_t t = 0; t < models.size(); ++t) {
       const TargetModel& model = models[t];
       if (!model.available) continue;
       std::vector<const std::vector<double>*> extra;
       for (std::size_t u : model.upstream) extra.push_back(&logs[u]);
-      const Matrix m = augment(x, rows, feature_names.size(), extra);
-      logs[t] = predict_log(model, m, batch);
+      logs[t] = predict_one(model, augment(x, rows, feature_names.size(), extra));
     }
     return logs;
+  }
+
+  std::vector<std::vector<double>> predict_logs(const float* x, std::size_t rows,
+                                                const int* batch) const {
+    return cascade(x, rows, [batch](const TargetModel& model, const Matrix& m) {
+      return predict_log(model, m, batch);
+    });
+  }
+
+  // The same with each target's cheapest member, cascading cheap predictions.
+  std::vector<std::vector<double>> predict_cheap_logs(const float* x, std::size_t rows) const {
+    return cascade(x, rows,
+                   [](const TargetModel& model, const Matrix& m) { return cheap_log(model, m); });
+  }
+
+  std::vector<std::vector<TargetPrediction>> with_intervals(
+      const std::vector<std::vector<double>>& logs, std::size_t rows, bool cheap) const {
+    std::vector<std::vector<TargetPrediction>> out(models.size());
+    for (std::size_t t = 0; t < models.size(); ++t) {
+      const TargetModel& model = models[t];
+      const double width = cheap ? model.cheap_half_width : model.half_width;
+      out[t].resize(rows);
+      for (std::size_t i = 0; i < rows; ++i) {
+        TargetPrediction& p = out[t][i];
+        if (!model.available) {
+          p.reason = model.reason;
+          continue;
+        }
+        p.available = true;
+        p.value = std::max(0.0, std::expm1(logs[t][i]) / model.scale);
+        p.low = std::min(p.value, std::max(0.0, std::expm1(logs[t][i] - width) / model.scale));
+        p.high = std::max(p.value, std::expm1(logs[t][i] + width) / model.scale);
+      }
+    }
+    return out;
   }
 };
 
@@ -649,24 +717,12 @@ const FitReport& Predictor::fit_report() const { return impl_->report; }
 
 std::vector<std::vector<TargetPrediction>> Predictor::predict(const float* x, std::size_t rows,
                                                               const int* batch) const {
-  const auto logs = impl_->predict_logs(x, rows, batch);
-  std::vector<std::vector<TargetPrediction>> out(impl_->models.size());
-  for (std::size_t t = 0; t < impl_->models.size(); ++t) {
-    const TargetModel& model = impl_->models[t];
-    out[t].resize(rows);
-    for (std::size_t i = 0; i < rows; ++i) {
-      TargetPrediction& p = out[t][i];
-      if (!model.available) {
-        p.reason = model.reason;
-        continue;
-      }
-      p.available = true;
-      p.value = std::max(0.0, std::expm1(logs[t][i]));
-      p.low = std::max(0.0, std::expm1(logs[t][i] - model.half_width));
-      p.high = std::expm1(logs[t][i] + model.half_width);
-    }
-  }
-  return out;
+  return impl_->with_intervals(impl_->predict_logs(x, rows, batch), rows, false);
+}
+
+std::vector<std::vector<TargetPrediction>> Predictor::predict_cheap(const float* x,
+                                                                    std::size_t rows) const {
+  return impl_->with_intervals(impl_->predict_cheap_logs(x, rows), rows, true);
 }
 
 std::vector<std::vector<std::pair<std::string, std::vector<double>>>> Predictor::predict_members(
@@ -689,6 +745,9 @@ std::vector<std::vector<std::pair<std::string, std::vector<double>>>> Predictor:
       out[t].emplace_back("ridge-prior", std::move(prior));
     }
     if (!model.corrector.empty()) out[t].emplace_back("carb-no-corrector", blend(model, members));
+    for (auto& [name, values] : out[t]) {
+      for (double& value : values) value = std::max(0.0, std::expm1(value) / model.scale);
+    }
   }
   return out;
 }
@@ -708,8 +767,9 @@ Predictor Predictor::fit(const Dataset& data, const FitOptions& options, FitRepo
   impl->options = options;
   FitReport& report = impl->report;
 
-  // Targets in log1p space; bad values are input errors.
+  // Targets in log1p(scale x value) space; bad values are input errors.
   std::vector<std::vector<double>> y(data.targets.size());
+  std::vector<double> scales(data.targets.size(), 1.0);
   for (std::size_t t = 0; t < data.targets.size(); ++t) {
     for (std::size_t i = 0; i < data.rows(); ++i) {
       const double value = data.y[t][i];
@@ -718,7 +778,16 @@ Predictor Predictor::fit(const Dataset& data, const FitOptions& options, FitRepo
                                                " is " + std::to_string(value) +
                                                "; measurements must be finite and >= 0");
       }
-      y[t].push_back(std::isnan(value) ? value : std::log1p(value));
+    }
+    double smallest = std::numeric_limits<double>::infinity();
+    for (double value : data.y[t]) {
+      if (!std::isnan(value) && value > 0) smallest = std::min(smallest, value);
+    }
+    scales[t] = std::isfinite(smallest) && smallest < 10
+                    ? std::pow(10.0, std::ceil(std::log10(10 / smallest)))
+                    : 1.0;
+    for (double value : data.y[t]) {
+      y[t].push_back(std::isnan(value) ? value : std::log1p(scales[t] * value));
     }
   }
   const std::vector<Role> roles = split_rows(data, options);
@@ -765,6 +834,7 @@ Predictor Predictor::fit(const Dataset& data, const FitOptions& options, FitRepo
     const Matrix m = augment(data.x.data(), data.rows(), data.cols(), extra);
     TargetFit fit = fit_target(data.targets[t], m, y[t], roles, data, options, options.corrector);
     fit.model.upstream = upstream;
+    fit.model.scale = scales[t];
     report.notes.insert(report.notes.end(), fit.notes.begin(), fit.notes.end());
 
     // What downstream targets see: out-of-fold predictions on training rows, the model's own
@@ -782,6 +852,18 @@ Predictor Predictor::fit(const Dataset& data, const FitOptions& options, FitRepo
   }
   if (!any_available) {
     throw Error(ErrorCategory::kInput, "no target has any measured value: nothing to fit");
+  }
+
+  // Stage 1's cheap predictions get their own intervals, calibrated the same way.
+  const auto cheap = impl->predict_cheap_logs(data.x.data(), data.rows());
+  for (std::size_t t = 0; t < impl->models.size(); ++t) {
+    if (!impl->models[t].available) continue;
+    std::vector<double> measured, predicted;
+    for (std::size_t row : rows_with(roles, Role::kCalibration, y[t])) {
+      measured.push_back(y[t][row]);
+      predicted.push_back(cheap[t][row]);
+    }
+    impl->models[t].cheap_half_width = conformal_half_width(measured, predicted, options.coverage);
   }
 
   Predictor predictor(std::move(impl));
@@ -832,7 +914,7 @@ Predictor Predictor::fit(const Dataset& data, const FitOptions& options, FitRepo
         const double intercept = (sy - slope * sx) / n;
         std::vector<double> predicted;
         for (std::size_t i : scored) {
-          predicted.push_back(std::expm1(intercept + slope * data.row(i)[column]));
+          predicted.push_back(std::expm1(intercept + slope * data.row(i)[column]) / scales[t]);
         }
         report.scores.push_back(
             {"flops-loglinear", data.targets[t].name, score(measured, predicted)});
@@ -911,7 +993,7 @@ std::vector<MethodScores> evaluate(const Predictor& predictor, const Dataset& da
     out.push_back({"carb", target.name, score(measured, value, &low, &high)});
     for (const auto& [name, logs] : members[t]) {
       std::vector<double> values;
-      for (std::size_t i : rows) values.push_back(std::expm1(logs[i]));
+      for (std::size_t i : rows) values.push_back(logs[i]);
       out.push_back({name, target.name, score(measured, values)});
     }
   }
@@ -937,6 +1019,7 @@ std::string Predictor::to_json_text() const {
     json upstream = json::array();
     for (std::size_t u : model.upstream) upstream.push_back(self.models[u].info.name);
     target["cascade_inputs"] = upstream;
+    target["scale"] = model.scale;
     target["prior_mode"] = to_string(model.prior_mode);
     target["prior"] = model.prior_mode == PriorMode::kBase ? model.prior.to_json() : json(nullptr);
     json members = json::array();
@@ -960,7 +1043,9 @@ std::string Predictor::to_json_text() const {
         {"coverage", self.coverage},
         {"log1p_half_width",
          std::isfinite(model.half_width) ? json(model.half_width) : json(nullptr)},
-        {"calibration_rows", model.calibration_rows}};
+        {"calibration_rows", model.calibration_rows},
+        {"cheap_log1p_half_width",
+         std::isfinite(model.cheap_half_width) ? json(model.cheap_half_width) : json(nullptr)}};
     targets.push_back(std::move(target));
   }
   json scores = json::array();
@@ -1086,6 +1171,8 @@ Predictor Predictor::from_json_text(std::string_view text, const std::string& or
         model.upstream.push_back(static_cast<std::size_t>(found - impl->models.begin()));
       }
       const std::size_t cols = width + model.upstream.size();
+      model.scale = target.at("scale").get<double>();
+      if (!(model.scale > 0)) throw std::invalid_argument("scale must be positive");
       model.prior_mode =
           parse_prior_mode(target.at("prior_mode").get<std::string>()).value_or(PriorMode::kNone);
       if (model.prior_mode == PriorMode::kBase) {
@@ -1115,6 +1202,9 @@ Predictor Predictor::from_json_text(std::string_view text, const std::string& or
                              ? std::numeric_limits<double>::infinity()
                              : interval.at("log1p_half_width").get<double>();
       model.calibration_rows = interval.at("calibration_rows").get<std::size_t>();
+      model.cheap_half_width = interval.at("cheap_log1p_half_width").is_null()
+                                   ? std::numeric_limits<double>::infinity()
+                                   : interval.at("cheap_log1p_half_width").get<double>();
       impl->models.push_back(std::move(model));
     }
     const json& evaluation = file.at("evaluation");

@@ -173,6 +173,72 @@ TEST_F(ModelCli, BadModelFilesAreOneLineAndExitTwo) {
   EXPECT_EQ(lines(result.out), 61);
 }
 
+TEST_F(ModelCli, ScreensToAParetoShortlistAndValidatesItOnMeasurements) {
+  ASSERT_EQ(fit.exit_code, 0) << fit.out;
+  const std::string keys = db + "-keys.txt";
+  {
+    std::ofstream out(keys);
+    sqlite3* handle = nullptr;
+    ASSERT_EQ(sqlite3_open(db.c_str(), &handle), SQLITE_OK);
+    sqlite3_stmt* statement = nullptr;
+    ASSERT_EQ(sqlite3_prepare_v2(handle, "SELECT configuration_key FROM measurements", -1,
+                                 &statement, nullptr),
+              SQLITE_OK);
+    while (sqlite3_step(statement) == SQLITE_ROW) {
+      out << reinterpret_cast<const char*>(sqlite3_column_text(statement, 0)) << "\n";
+    }
+    sqlite3_finalize(statement);
+    sqlite3_close(handle);
+  }
+  const std::string shortlist = db + "-shortlist.csv", json = db + "-shortlist.json";
+  const std::string budget = "'latency<=5ms,memory<=64MiB'";
+  CommandResult screen = run("screen --model " + model + " --keys " + keys + " --budget " + budget +
+                             " -o " + shortlist + " --json " + json);
+  ASSERT_EQ(screen.exit_code, 0) << screen.out;
+  EXPECT_NE(screen.out.find("screened 1600 configurations"), std::string::npos) << screen.out;
+  std::ifstream in(json);
+  const auto result = nlohmann::json::parse(in);
+  const auto& counts = result.at("counts");
+  EXPECT_EQ(counts.at("configurations").get<int>(), 1600);
+  EXPECT_EQ(counts.at("stage1_over_budget").get<int>() + counts.at("stage1_outranked").get<int>() +
+                counts.at("stage2_scored").get<int>(),
+            1600);
+  ASSERT_GE(result.at("shortlist").size(), 1U);
+  for (const auto& entry : result.at("shortlist")) {
+    EXPECT_LE(entry.at("latency").at("value").get<double>(), 5.0);
+    EXPECT_LE(entry.at("memory").at("value").get<double>(), 64.0 * 1024 * 1024);
+    EXPECT_GT(entry.at("p_feasible").get<double>(), 0.0);
+    EXPECT_TRUE(entry.at("features").contains("log_flops"));
+  }
+
+  CommandResult validate = run("validate --shortlist " + shortlist + " --db " + db + " --budget " +
+                               budget + " --model " + model + " --keys " + keys);
+  ASSERT_EQ(validate.exit_code, 0) << validate.out;
+  EXPECT_NE(validate.out.find("budget classification over 1600 measured configurations"),
+            std::string::npos)
+      << validate.out;
+  EXPECT_NE(validate.out.find("shortlist recall"), std::string::npos) << validate.out;
+
+  CommandResult bad =
+      run("screen --model " + model + " --keys " + keys + " --budget 'latency<=5Jz'");
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_EQ(lines(bad.out), 1) << bad.out;
+  EXPECT_NE(bad.out.find("--budget:1:"), std::string::npos) << bad.out;
+  bad = run("screen --model " + model + " --keys " + keys + " --budget 'energy<=1J'");
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.out.find("energy, which the model cannot predict: no energy measured"),
+            std::string::npos)
+      << bad.out;
+}
+
+TEST_F(ModelCli, ScreensTheMillionPointSpaceInChunks) {
+  ASSERT_EQ(fit.exit_code, 0) << fit.out;
+  CommandResult screen = run("screen --model " + model + " --spec " + std::string(CARB_SOURCE_DIR) +
+                             "/examples/spaces/million.yaml --budget 'latency<=20ms' --top 3");
+  ASSERT_EQ(screen.exit_code, 0) << screen.out;
+  EXPECT_NE(screen.out.find("screened 1399680 configurations"), std::string::npos) << screen.out;
+}
+
 TEST(ModelCliInput, BadTablesAreOneLineAndWriteNothing) {
   const std::string dir = testing::TempDir();
   const std::string out = dir + "model-cli-bad.json";
