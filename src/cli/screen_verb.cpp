@@ -4,6 +4,7 @@
 #include <cmath>
 #include <fstream>
 #include <iostream>
+#include <limits>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -130,6 +131,10 @@ void run_screen(const ScreenCommand& command) {
   // not confidently worse.
   std::uint64_t total = 0, excluded = 0, over_budget = 0, rank_pruned = 0, overlap_kept = 0;
   double expected_lost = 0;  // expected feasible candidates among those pruned as over budget
+  // Per budget: stage-1 predictions meeting it, and the configuration closest to it.
+  std::vector<std::uint64_t> meeting(budgets.size(), 0);
+  std::vector<std::pair<std::string, double>> closest(
+      budgets.size(), {"", std::numeric_limits<double>::infinity()});
   std::vector<Candidate> pool;
   const bool budget_prune = !source && !budgets.empty();
   const double tail = (1 - ranker.coverage()) / 2;
@@ -142,9 +147,13 @@ void run_screen(const ScreenCommand& command) {
                  rows.x.begin() + static_cast<long>((i + 1) * cols));
       c.batch = rows.batch[i];
       bool over = false;
-      for (const Budget& budget : budgets) {
-        const auto& p = cheap[target_index(ranker, budget.target)][i];
-        if (budget_prune && p.available && p.low > budget.limit) over = true;
+      for (std::size_t b = 0; b < budgets.size(); ++b) {
+        const auto& p = cheap[target_index(ranker, budgets[b].target)][i];
+        if (budget_prune && p.available && p.low > budgets[b].limit) over = true;
+        if (p.available) {
+          meeting[b] += p.value <= budgets[b].limit ? 1 : 0;
+          if (p.value < closest[b].second) closest[b] = {c.key, p.value};
+        }
       }
       if (over) {
         ++over_budget;
@@ -224,6 +233,13 @@ void run_screen(const ScreenCommand& command) {
     }
   }
   prune_pool(keep_for(total - excluded));
+  if (total == excluded) {
+    throw Error(
+        ErrorCategory::kInput,
+        "the space is empty: " + (total == 0 ? std::string("it has no configurations")
+                                             : "all " + std::to_string(total) +
+                                                   " configurations break its constraints"));
+  }
 
   // Stage 2: the target device's full ensemble rescores the survivors.
   std::vector<float> x;
@@ -242,6 +258,22 @@ void run_screen(const ScreenCommand& command) {
     assessed[i] = assess_budgets(budgets, gather_predictions(model.targets(), predictions, i),
                                  feasibility_options);
     if (assessed[i].feasible) feasible.push_back(i);
+  }
+  if (feasible.empty() && !budgets.empty()) {
+    // Say which budget rules everything out, and the configuration that comes closest.
+    std::string why;
+    for (std::size_t b = 0; b < budgets.size(); ++b) {
+      if (meeting[b] > 0) continue;
+      const std::string unit(canonical_unit(budgets[b].target));
+      why += std::string(why.empty() ? "" : "; ") + std::string(to_string(budgets[b].target)) +
+             " <= " + cell_text(budgets[b].limit) + " " + unit + " rules out all " +
+             std::to_string(total - excluded) + " configurations (closest: " + closest[b].first +
+             " at " + cell_text(closest[b].second) + " " + unit + ")";
+    }
+    throw Error(
+        ErrorCategory::kInput,
+        "no configuration meets the budgets" +
+            (why.empty() ? std::string(" together (each alone is met by some)") : ": " + why));
   }
   std::vector<ObjectiveValues> values;
   for (std::size_t i : feasible) {

@@ -1080,7 +1080,7 @@ std::string Predictor::to_json_text() const {
         {"notes", self.report.notes},
         {"fit_seconds", self.report.fit_seconds}}},
   };
-  return file.dump(1);
+  return file.dump();  // compact: a third of the indented size, and it loads faster
 }
 
 void Predictor::save(const std::string& path) const {

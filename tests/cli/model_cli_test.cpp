@@ -224,6 +224,13 @@ TEST_F(ModelCli, ScreensToAParetoShortlistAndValidatesItOnMeasurements) {
   EXPECT_EQ(bad.exit_code, 2);
   EXPECT_EQ(lines(bad.out), 1) << bad.out;
   EXPECT_NE(bad.out.find("--budget:1:"), std::string::npos) << bad.out;
+  bad = run("screen --model " + model + " --keys " + keys + " --budget 'latency<=1us'");
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_EQ(lines(bad.out), 1) << bad.out;
+  EXPECT_NE(bad.out.find("no configuration meets the budgets: latency <= 0.001 ms rules out all "
+                         "1600 configurations (closest: "),
+            std::string::npos)
+      << bad.out;
   bad = run("screen --model " + model + " --keys " + keys + " --budget 'energy<=1J'");
   EXPECT_EQ(bad.exit_code, 2);
   EXPECT_NE(bad.out.find("energy, which the model cannot predict: no energy measured"),

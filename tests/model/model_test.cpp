@@ -231,7 +231,7 @@ TEST_F(Fitted, BrokenModelFilesAreInputErrors) {
       std::string::npos);
   EXPECT_NE(message("{\"format\": \"other\"}").find("not a carb model file"), std::string::npos);
   std::string newer = text;
-  newer.replace(newer.find("\"format_version\": 1"), 19, "\"format_version\": 99");
+  newer.replace(newer.find("\"format_version\":1"), 18, "\"format_version\":99");
   EXPECT_NE(message(newer).find("model format 99 is newer"), std::string::npos);
   std::string corrupt = text;
   corrupt.replace(corrupt.find("\"members\""), 9, "\"membres\"");
