@@ -133,6 +133,26 @@ struct LayerParameters {
   std::vector<float> running_var;
 };
 
+/// Element counts of the tensors of LayerParameters for one layer (0 where empty).
+struct LayerParameterSizes {
+  std::size_t weight = 0;
+  std::size_t bias = 0;
+  std::size_t running_mean = 0;
+  std::size_t running_var = 0;
+};
+
+/// Caller-owned destinations of one layer's parameters (same layouts as LayerParameters). An
+/// empty span is not generated; a non-empty one must have exactly the layer's size.
+struct LayerParameterSpans {
+  std::span<float> weight;
+  std::span<float> bias;
+  std::span<float> running_mean;
+  std::span<float> running_var;
+};
+
+/// The sizes of layer `layer_index`'s parameters.
+LayerParameterSizes layer_parameter_sizes(const Network& network, int layer_index);
+
 /// Parameters of layer `layer_index` of `network`, a pure function of (network, index, seed)
 /// that keeps activations O(1): He-uniform conv weights, gamma ~1 (the last batch norm of each
 /// residual branch scaled by 1/sqrt(blocks) so the residual sum does not grow with depth),
@@ -140,6 +160,10 @@ struct LayerParameters {
 /// backend and the conformance reference use it, so they compute the same function.
 LayerParameters generate_layer_parameters(const Network& network, int layer_index,
                                           std::uint64_t seed);
+/// The same values written into caller-owned buffers (no allocation, one vectorised pass per
+/// tensor), skipping the tensors not asked for.
+void generate_layer_parameters(const Network& network, int layer_index, std::uint64_t seed,
+                               const LayerParameterSpans& out);
 /// The seeded NCHW input of `network`, uniform in [-1, 1).
 std::vector<float> generate_input(const Network& network, std::uint64_t seed);
 

@@ -6,7 +6,12 @@
 #include <cstring>
 #include <new>
 #include <optional>
+#include <span>
 #include <unordered_map>
+
+#include <omp.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "carb/error.hpp"
 #include "cpu_backend.hpp"
@@ -80,23 +85,113 @@ Memory::desc matrix_desc(const Shape& shape, DataType data_type) {
   return CARB_DNNL(Memory::desc({shape.n, shape.c}, data_type, Tag::nc));
 }
 
-// A conv's weights with its batch norm folded in: w' = w * s, b = beta - mean * s per output
-// channel, s = gamma / sqrt(var + eps), computed in double. Folds into `conv.weight` in place.
-std::vector<float> fold_batch_norm(LayerParameters& conv, const LayerParameters& batch_norm) {
-  const std::size_t channels = batch_norm.weight.size();
-  const std::size_t per_channel = conv.weight.size() / channels;
-  std::vector<float> bias(channels);
-  for (std::size_t o = 0; o < channels; ++o) {
+// Folds a conv's batch norm into its OIHW weights in place, w' = w * s, and returns the bias
+// b = beta - mean * s per output channel, s = gamma / sqrt(var + eps), computed in double.
+std::vector<float> fold_batch_norm(std::span<float> weight, const LayerParameters& batch_norm) {
+  const auto channels = static_cast<std::int64_t>(batch_norm.weight.size());
+  const auto per_channel = static_cast<std::int64_t>(weight.size()) / channels;
+  std::vector<float> bias(static_cast<std::size_t>(channels));
+  for (std::int64_t o = 0; o < channels; ++o) {
+    const auto c = static_cast<std::size_t>(o);
     const double scale =
-        static_cast<double>(batch_norm.weight[o]) /
-        std::sqrt(static_cast<double>(batch_norm.running_var[o]) + kBatchNormEpsilon);
-    for (std::size_t i = o * per_channel; i < (o + 1) * per_channel; ++i) {
-      conv.weight[i] = static_cast<float>(conv.weight[i] * scale);
+        static_cast<double>(batch_norm.weight[c]) /
+        std::sqrt(static_cast<double>(batch_norm.running_var[c]) + kBatchNormEpsilon);
+    float* const values = weight.data() + o * per_channel;
+    for (std::int64_t i = 0; i < per_channel; ++i) {
+      values[i] = static_cast<float>(values[i] * scale);
     }
-    bias[o] = static_cast<float>(batch_norm.bias[o] - batch_norm.running_mean[o] * scale);
+    bias[c] = static_cast<float>(batch_norm.bias[c] - batch_norm.running_mean[c] * scale);
   }
   return bias;
 }
+
+// Runs the oneDNN calls of its scope on the calling thread alone: OpenMP's thread count is 1
+// until the scope ends. For prepare's weight reorders and the input and output conversions,
+// none of which run() executes; never around creating a primitive run() executes, whose
+// descriptor fixes its threading. Otherwise each weight reorder is a parallel region that wakes
+// OpenMP's sleeping second thread, which costs milliseconds whenever the other core is busy (on
+// the 2-core VM under a parallel build, a basic10 spent 95 of its 122 ms prepare in reorders of
+// 1.7 MB). Page faults bound the copy, so two threads are no faster (docs/cpu-engine.md).
+class SingleThreaded {
+ public:
+  SingleThreaded() : threads_(omp_get_max_threads()) { omp_set_num_threads(1); }
+  ~SingleThreaded() { omp_set_num_threads(threads_); }
+  SingleThreaded(const SingleThreaded&) = delete;
+  SingleThreaded& operator=(const SingleThreaded&) = delete;
+
+ private:
+  int threads_;
+};
+
+// Maps the pages of a fresh buffer in one system call before it is first written. Written page
+// by page, each first touch is a page fault, and on the 2-core development VM every fault costs
+// ~15 us: populating first halves the cost of writing a fresh buffer (276 MB: 1.0 s -> 0.5 s).
+// The pages are the same 4 KiB pages either way, so the kernels that run on them later do not
+// change. A kernel without MADV_POPULATE_WRITE (before Linux 5.14) refuses with EINVAL and the
+// pages fault in on first write as before, so the result is ignored.
+void populate_pages(void* data, std::int64_t bytes) {
+#ifdef MADV_POPULATE_WRITE
+  static const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const auto start = reinterpret_cast<std::uintptr_t>(data);
+  const std::uintptr_t begin = (start + page - 1) / page * page;
+  const std::uintptr_t end = (start + static_cast<std::uintptr_t>(bytes)) / page * page;
+  if (end > begin) {
+    ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_WRITE);
+  }
+#else
+  (void)data;
+  (void)bytes;
+#endif
+}
+
+// Prepare's staging area for generated weights: one mapping sized to the largest layer's and
+// reused by every layer. A fresh buffer per layer would page-fault every weight twice (its
+// staging and its kernel layout), and on the development VM first touches dominate prepare
+// (docs/cpu-engine.md). Pages past the current layer's weights are kept for the next larger
+// layer only while they fit under a bound, and given back otherwise: prepare's bytes never
+// exceed the high-water mark of one layer staged at a time, which MemoryUsage reports.
+class Staging {
+ public:
+  explicit Staging(std::size_t capacity_values)
+      : capacity_bytes_(
+            round_up(static_cast<std::int64_t>(capacity_values * sizeof(float)), page_bytes())) {
+    if (capacity_bytes_ == 0) return;
+    void* mapping = ::mmap(nullptr, static_cast<std::size_t>(capacity_bytes_),
+                           PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (mapping == MAP_FAILED) throw std::bad_alloc();
+    data_ = static_cast<std::byte*>(mapping);
+  }
+  ~Staging() {
+    if (data_ != nullptr) ::munmap(data_, static_cast<std::size_t>(capacity_bytes_));
+  }
+  Staging(const Staging&) = delete;
+  Staging& operator=(const Staging&) = delete;
+
+  // The first `values` floats (uninitialised), holding at most max(their pages, `bound_bytes`).
+  std::span<float> take(std::size_t values, std::int64_t bound_bytes) {
+    const std::int64_t page = page_bytes();
+    const std::int64_t needed = round_up(static_cast<std::int64_t>(values * sizeof(float)), page);
+    CARB_CHECK(needed <= capacity_bytes_, "staging overflow");
+    const std::int64_t held = std::max(needed, std::min(held_bytes_, bound_bytes / page * page));
+    if (held < held_bytes_) {
+      ::madvise(data_ + held, static_cast<std::size_t>(held_bytes_ - held), MADV_DONTNEED);
+    } else if (held > held_bytes_) {
+      populate_pages(data_ + held_bytes_, held - held_bytes_);
+    }
+    held_bytes_ = held;
+    return {reinterpret_cast<float*>(data_), values};
+  }
+
+ private:
+  static std::int64_t page_bytes() {
+    static const std::int64_t page = ::sysconf(_SC_PAGESIZE);
+    return page;
+  }
+
+  std::byte* data_ = nullptr;
+  std::int64_t capacity_bytes_ = 0;
+  std::int64_t held_bytes_ = 0;  ///< page-rounded bytes backed by memory now
+};
 
 // What prepare() chose for one op: the primitive and, for conv and fc, the reorder of the
 // generated weights into the primitive's weight layout.
@@ -132,8 +227,16 @@ class CpuSession final : public Session {
     CARB_CHECK(network.config.precision != Precision::kFp16, "fp16 reached the CPU engine");
     const std::vector<OpDescription> descriptions = describe_primitives();
     allocate_buffers();
+    planned_peak_bytes_ = plan_peak_bytes(descriptions);
+    std::size_t staging_values = 0;
+    for (const Op& op : plan_.ops) {
+      if (op.kind == OpKind::kConv || op.kind == OpKind::kFullyConnected) {
+        staging_values = std::max(staging_values, layer_parameter_sizes(network_, op.layer).weight);
+      }
+    }
+    Staging staging(staging_values);
     for (std::size_t k = 0; k < plan_.ops.size(); ++k) {
-      bind_kernel(plan_.ops[k], descriptions[k], seed);
+      bind_kernel(plan_.ops[k], descriptions[k], seed, staging);
     }
     input_.arena_view = arena_view(plan_.input_value, input_.desc.dst_desc());
     output_.arena_view = arena_view(plan_.output_value, output_.desc.src_desc());
@@ -142,6 +245,8 @@ class CpuSession final : public Session {
 
     const std::vector<float> input = generate_input(network_, seed);
     memory_.peak_bytes = std::max(memory_.peak_bytes, memory_.steady_bytes() + vector_bytes(input));
+    CARB_CHECK(memory_.peak_bytes == planned_peak_bytes_, "prepare's peak differs from its plan");
+    const SingleThreaded single_threaded;
     set_input(input);
   }
 
@@ -199,13 +304,17 @@ class CpuSession final : public Session {
       OpDescription description{describe(op), std::nullopt};
       note_scratchpad(description.primitive.scratchpad_desc());
       if (op.kind == OpKind::kConv || op.kind == OpKind::kFullyConnected) {
-        description.weights_reorder = CARB_DNNL(
-            dnnl::reorder::primitive_desc(engine_, plain_weights_desc(op), engine_,
-                                          description.primitive.weights_desc(), user_scratchpad()));
+        {
+          const SingleThreaded single_threaded;
+          description.weights_reorder = CARB_DNNL(dnnl::reorder::primitive_desc(
+              engine_, plain_weights_desc(op), engine_, description.primitive.weights_desc(),
+              user_scratchpad()));
+        }
         note_scratchpad(description.weights_reorder->scratchpad_desc());
       }
       descriptions.push_back(std::move(description));
     }
+    const SingleThreaded single_threaded;
     const Shape& in = tensor(network_.input);
     input_.user_desc = CARB_DNNL(Memory::desc({in.n, in.c, in.h, in.w}, DataType::f32, Tag::nchw));
     input_.desc = CARB_DNNL(dnnl::reorder::primitive_desc(engine_, input_.user_desc, engine_,
@@ -317,9 +426,44 @@ class CpuSession final : public Session {
     return {{DNNL_ARG_SCRATCHPAD, CARB_DNNL(Memory(desc, engine_, scratchpad_.get()))}};
   }
 
-  // Phase 3, per op: weights generated, folded and reordered (one layer staged at a time, so the
-  // transient bytes stay small and counted), and the primitive with its arguments.
-  void bind_kernel(const Op& op, const OpDescription& description, std::uint64_t seed) {
+  // Bytes of one layer's batch norm and bias while its weights are staged (conv: gamma, beta,
+  // mean, variance and the folded bias; fc: its bias).
+  std::int64_t staged_parameter_bytes(const Op& op) const {
+    const LayerParameterSizes layer = layer_parameter_sizes(network_, op.layer);
+    std::size_t values = layer.bias;
+    if (op.kind == OpKind::kConv) {
+      const LayerParameterSizes batch_norm = layer_parameter_sizes(network_, op.batch_norm);
+      const std::size_t folded_bias = batch_norm.weight;  // one per output channel
+      values = batch_norm.weight + batch_norm.bias + batch_norm.running_mean +
+               batch_norm.running_var + folded_bias;
+    }
+    return static_cast<std::int64_t>(values * sizeof(float));
+  }
+
+  // Prepare's high-water mark, known before any weight is loaded: the steady state so far plus
+  // one layer's staged parameters, layer by layer, then with the input. The staging area keeps
+  // spare pages only while they fit under it.
+  std::int64_t plan_peak_bytes(const std::vector<OpDescription>& descriptions) const {
+    std::int64_t steady = memory_.steady_bytes();
+    std::int64_t peak = steady;
+    for (std::size_t k = 0; k < plan_.ops.size(); ++k) {
+      if (!descriptions[k].weights_reorder) continue;
+      const Op& op = plan_.ops[k];
+      const dnnl::primitive_desc& desc = descriptions[k].primitive;
+      steady += desc_bytes(desc.weights_desc()) + desc_bytes(desc.weights_desc(1));
+      const auto weights = layer_parameter_sizes(network_, op.layer).weight;
+      peak = std::max(peak, steady + static_cast<std::int64_t>(weights * sizeof(float)) +
+                                staged_parameter_bytes(op));
+    }
+    const auto input_values = tensor(network_.input).elements();
+    return std::max(peak, steady + input_values * static_cast<std::int64_t>(sizeof(float)));
+  }
+
+  // Phase 3, per op: weights generated into the staging area, folded and reordered into the
+  // kernel's layout (one layer's weights, batch norm and bias are the transient bytes,
+  // counted), and the primitive with its arguments.
+  void bind_kernel(const Op& op, const OpDescription& description, std::uint64_t seed,
+                   Staging& staging) {
     const dnnl::primitive_desc& desc = description.primitive;
     Kernel kernel;
     kernel.primitive = CARB_DNNL(dnnl::primitive(desc));
@@ -328,38 +472,45 @@ class CpuSession final : public Session {
     kernel.args.emplace(DNNL_ARG_SRC, arena_view(op.input, CARB_DNNL(desc.src_desc())));
     kernel.args.emplace(DNNL_ARG_DST, arena_view(op.output, CARB_DNNL(desc.dst_desc())));
     if (description.weights_reorder) {
-      load_weights(op, desc, *description.weights_reorder, seed, kernel);
+      load_weights(op, desc, *description.weights_reorder, seed, staging, kernel);
     }
     kernels_.push_back(std::move(kernel));
   }
 
   void load_weights(const Op& op, const dnnl::primitive_desc& desc,
                     const dnnl::reorder::primitive_desc& reorder_desc, std::uint64_t seed,
-                    Kernel& kernel) {
+                    Staging& staging, Kernel& kernel) {
     Memory weights = CARB_DNNL(Memory(desc.weights_desc(), engine_));
     Memory bias = CARB_DNNL(Memory(desc.weights_desc(1), engine_));
+    populate_pages(CARB_DNNL(weights.get_data_handle()), desc_bytes(desc.weights_desc()));
     memory_.weight_bytes += desc_bytes(desc.weights_desc()) + desc_bytes(desc.weights_desc(1));
 
-    LayerParameters parameters = generate_layer_parameters(network_, op.layer, seed);
-    std::int64_t staged_bytes = vector_bytes(parameters.weight);
+    const LayerParameterSizes sizes = layer_parameter_sizes(network_, op.layer);
+    const std::span<float> plain_values = staging.take(
+        sizes.weight, planned_peak_bytes_ - memory_.steady_bytes() - staged_parameter_bytes(op));
+    std::int64_t staged_bytes = static_cast<std::int64_t>(plain_values.size_bytes());
     std::vector<float> bias_values;
     if (op.kind == OpKind::kConv) {
+      generate_layer_parameters(network_, op.layer, seed, {plain_values, {}, {}, {}});
       const LayerParameters batch_norm = generate_layer_parameters(network_, op.batch_norm, seed);
       staged_bytes += vector_bytes(batch_norm.weight) + vector_bytes(batch_norm.bias) +
                       vector_bytes(batch_norm.running_mean) + vector_bytes(batch_norm.running_var);
-      bias_values = fold_batch_norm(parameters, batch_norm);
+      bias_values = fold_batch_norm(plain_values, batch_norm);
     } else {
-      bias_values = std::move(parameters.bias);
+      bias_values.resize(sizes.bias);
+      generate_layer_parameters(network_, op.layer, seed, {plain_values, bias_values, {}, {}});
     }
     staged_bytes += vector_bytes(bias_values);
     memory_.peak_bytes = std::max(memory_.peak_bytes, memory_.steady_bytes() + staged_bytes);
 
-    const Memory plain =
-        CARB_DNNL(Memory(plain_weights_desc(op), engine_, parameters.weight.data()));
+    const Memory plain = CARB_DNNL(Memory(plain_weights_desc(op), engine_, plain_values.data()));
     std::unordered_map<int, Memory> args = scratchpad_arg(reorder_desc.scratchpad_desc());
     args.emplace(DNNL_ARG_FROM, plain);
     args.emplace(DNNL_ARG_TO, weights);
-    CARB_DNNL(dnnl::reorder(reorder_desc).execute(stream_, args));
+    {
+      const SingleThreaded single_threaded;
+      CARB_DNNL(dnnl::reorder(reorder_desc).execute(stream_, args));
+    }
     CARB_DNNL(stream_.wait());
     CARB_CHECK(desc_bytes(desc.weights_desc(1)) == vector_bytes(bias_values), "bias size");
     std::memcpy(CARB_DNNL(bias.get_data_handle()), bias_values.data(),
@@ -394,6 +545,7 @@ class CpuSession final : public Session {
   Conversion input_;
   Conversion output_;
   MemoryUsage memory_;
+  std::int64_t planned_peak_bytes_ = 0;
 };
 
 }  // namespace

@@ -2,6 +2,8 @@
 // Our own generator (splitmix64) rather than <random>'s distributions, whose output differs
 // between standard libraries: the same seed must give the same bits everywhere.
 #include <cmath>
+#include <string>
+#include <string_view>
 
 #include "carb/backend.hpp"
 #include "carb/error.hpp"
@@ -10,41 +12,53 @@ namespace carb {
 
 namespace {
 
+constexpr std::uint64_t kGolden = 0x9e3779b97f4a7c15ULL;
+constexpr std::uint64_t kInputSalt = ~0ULL;
+
 std::uint64_t mix64(std::uint64_t z) {
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
   return z ^ (z >> 31);
 }
 
-// splitmix64 (Steele, Lea, Flood 2014) with floats built from 24 random bits: uniform values are
-// exact multiples of 2^-24 of their range, so none is ever denormal.
-class SplitMix64 {
- public:
-  // One independent stream per (seed, salt) pair: every layer draws from its own stream, so a
-  // layer's parameters do not depend on which other layers were generated.
-  SplitMix64(std::uint64_t seed, std::uint64_t salt)
-      : state_(mix64(seed + kGolden) ^ mix64(salt + 2 * kGolden)) {}
+// splitmix64 draws state+golden .. state+count*golden into out, uniform in [low, high). A plain
+// counted loop the compiler vectorises: the state is an induction variable, and the 24-bit value
+// converts exactly through int32. -ffp-contract=off (CMakeLists.txt) keeps low + range * unit
+// two roundings in every clone. With AVX-512's 64-bit multiply it is ~6x faster than scalar
+// code (0.2 vs 1.2 ns per value on the development machine); AVX2 gains little.
+#if defined(__x86_64__)
+__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#endif
+void fill_uniform(std::uint64_t state, float* out, std::size_t count, float low, float high) {
+  const float range = high - low;
+  for (std::size_t i = 0; i < count; ++i) {
+    const std::uint64_t bits = mix64(state + (i + 1) * kGolden) >> 40;
+    const float unit = static_cast<float>(static_cast<std::int32_t>(bits)) * 0x1p-24f;
+    out[i] = low + range * unit;
+  }
+}
 
-  std::uint64_t next() {
-    state_ += kGolden;
-    return mix64(state_);
+// A splitmix64 stream (Steele, Lea, Flood 2014), one per (seed, salt) pair: every layer draws
+// from its own stream, so a layer's parameters do not depend on which other layers were
+// generated. Its state after k draws is origin + k * golden, so draw k is a pure function of k.
+class Stream {
+ public:
+  Stream(std::uint64_t seed, std::uint64_t salt)
+      : origin_(mix64(seed + kGolden) ^ mix64(salt + 2 * kGolden)) {}
+
+  // The next values.size() draws, uniform in [low, high). Floats are built from 24 random bits:
+  // uniform values are exact multiples of 2^-24 of their range, so none is ever denormal.
+  void uniform(std::span<float> values, float low, float high) {
+    fill_uniform(origin_ + drawn_ * kGolden, values.data(), values.size(), low, high);
+    drawn_ += values.size();
   }
-  float uniform(float low, float high) {
-    const float unit = static_cast<float>(next() >> 40) * 0x1p-24f;
-    return low + (high - low) * unit;
-  }
-  std::vector<float> uniform(std::size_t count, float low, float high) {
-    std::vector<float> values(count);
-    for (float& value : values) value = uniform(low, high);
-    return values;
-  }
+  // Skips `count` draws.
+  void skip(std::size_t count) { drawn_ += count; }
 
  private:
-  static constexpr std::uint64_t kGolden = 0x9e3779b97f4a7c15ULL;
-  std::uint64_t state_;
+  std::uint64_t origin_;
+  std::uint64_t drawn_ = 0;
 };
-
-constexpr std::uint64_t kInputSalt = ~0ULL;
 
 // Whether a batch-norm output is the residual branch of an add (the block's last batch norm).
 bool ends_residual_branch(const Network& network, const Layer& batch_norm) {
@@ -60,45 +74,77 @@ int residual_blocks(const Network& network) {
   return blocks;
 }
 
+// Draws one tensor: into `out` when it is given (it must have `count` values), else skips the
+// draws so the next tensor starts where it would have.
+void draw(Stream& stream, std::span<float> out, std::size_t count, float low, float high,
+          std::string_view what) {
+  if (out.empty()) {
+    stream.skip(count);
+    return;
+  }
+  CARB_CHECK(out.size() == count, std::string(what) + " has the wrong size");
+  stream.uniform(out, low, high);
+}
+
 }  // namespace
 
-LayerParameters generate_layer_parameters(const Network& network, int layer_index,
-                                          std::uint64_t seed) {
+LayerParameterSizes layer_parameter_sizes(const Network& network, int layer_index) {
   CARB_CHECK(layer_index >= 0 && layer_index < static_cast<int>(network.layers.size()),
              "layer index out of range");
   const Layer& layer = network.layers[static_cast<std::size_t>(layer_index)];
+  const auto in =
+      static_cast<std::size_t>(network.tensors[static_cast<std::size_t>(layer.inputs[0])].c);
+  const auto out =
+      static_cast<std::size_t>(network.tensors[static_cast<std::size_t>(layer.output)].c);
+  switch (layer.kind) {
+    case LayerKind::kConv: {
+      const auto window = static_cast<std::size_t>(layer.kernel) * layer.kernel;
+      return {out * in * window, 0, 0, 0};
+    }
+    case LayerKind::kBatchNorm:
+      return {out, out, out, out};
+    case LayerKind::kFullyConnected:
+      return {out * in, out, 0, 0};
+    case LayerKind::kRelu:
+    case LayerKind::kAdd:
+    case LayerKind::kMaxPool:
+    case LayerKind::kGlobalAvgPool:
+      break;
+  }
+  return {};
+}
+
+void generate_layer_parameters(const Network& network, int layer_index, std::uint64_t seed,
+                               const LayerParameterSpans& out) {
+  const LayerParameterSizes sizes = layer_parameter_sizes(network, layer_index);
+  const Layer& layer = network.layers[static_cast<std::size_t>(layer_index)];
   const Shape& in = network.tensors[static_cast<std::size_t>(layer.inputs[0])];
-  const Shape& out = network.tensors[static_cast<std::size_t>(layer.output)];
-  SplitMix64 stream(seed, static_cast<std::uint64_t>(layer_index));
-  LayerParameters parameters;
+  Stream stream(seed, static_cast<std::uint64_t>(layer_index));
   switch (layer.kind) {
     case LayerKind::kConv: {
       // He-uniform: variance 2 / fan_in keeps the pre-activation variance through conv + ReLU.
       const int fan_in = in.c * layer.kernel * layer.kernel;
       const auto limit = static_cast<float>(std::sqrt(6.0 / fan_in));
-      parameters.weight = stream.uniform(
-          static_cast<std::size_t>(out.c) * static_cast<std::size_t>(fan_in), -limit, limit);
+      draw(stream, out.weight, sizes.weight, -limit, limit, "conv weight");
       break;
     }
     case LayerKind::kBatchNorm: {
-      const auto channels = static_cast<std::size_t>(out.c);
       // Without the 1/sqrt(blocks) factor each residual add would double the variance.
       const float gamma_scale =
           ends_residual_branch(network, layer)
               ? static_cast<float>(1.0 / std::sqrt(static_cast<double>(residual_blocks(network))))
               : 1.0f;
-      parameters.weight = stream.uniform(channels, 0.8f * gamma_scale, 1.2f * gamma_scale);
-      parameters.bias = stream.uniform(channels, -0.1f, 0.1f);
-      parameters.running_mean = stream.uniform(channels, -0.1f, 0.1f);
-      parameters.running_var = stream.uniform(channels, 0.9f, 1.1f);
+      draw(stream, out.weight, sizes.weight, 0.8f * gamma_scale, 1.2f * gamma_scale, "gamma");
+      draw(stream, out.bias, sizes.bias, -0.1f, 0.1f, "beta");
+      draw(stream, out.running_mean, sizes.running_mean, -0.1f, 0.1f, "running mean");
+      draw(stream, out.running_var, sizes.running_var, 0.9f, 1.1f, "running variance");
       break;
     }
     case LayerKind::kFullyConnected: {
       // PyTorch's nn.Linear default: uniform within 1/sqrt(fan_in) for weight and bias.
       const auto limit = static_cast<float>(1.0 / std::sqrt(static_cast<double>(in.c)));
-      parameters.weight = stream.uniform(
-          static_cast<std::size_t>(out.c) * static_cast<std::size_t>(in.c), -limit, limit);
-      parameters.bias = stream.uniform(static_cast<std::size_t>(out.c), -limit, limit);
+      draw(stream, out.weight, sizes.weight, -limit, limit, "fc weight");
+      draw(stream, out.bias, sizes.bias, -limit, limit, "fc bias");
       break;
     }
     case LayerKind::kRelu:
@@ -107,13 +153,27 @@ LayerParameters generate_layer_parameters(const Network& network, int layer_inde
     case LayerKind::kGlobalAvgPool:
       break;
   }
+}
+
+LayerParameters generate_layer_parameters(const Network& network, int layer_index,
+                                          std::uint64_t seed) {
+  const LayerParameterSizes sizes = layer_parameter_sizes(network, layer_index);
+  LayerParameters parameters;
+  parameters.weight.resize(sizes.weight);
+  parameters.bias.resize(sizes.bias);
+  parameters.running_mean.resize(sizes.running_mean);
+  parameters.running_var.resize(sizes.running_var);
+  generate_layer_parameters(
+      network, layer_index, seed,
+      {parameters.weight, parameters.bias, parameters.running_mean, parameters.running_var});
   return parameters;
 }
 
 std::vector<float> generate_input(const Network& network, std::uint64_t seed) {
   const Shape& shape = network.tensors[static_cast<std::size_t>(network.input)];
-  SplitMix64 stream(seed, kInputSalt);
-  return stream.uniform(static_cast<std::size_t>(shape.elements()), -1.0f, 1.0f);
+  std::vector<float> values(static_cast<std::size_t>(shape.elements()));
+  Stream(seed, kInputSalt).uniform(values, -1.0f, 1.0f);
+  return values;
 }
 
 }  // namespace carb
