@@ -106,7 +106,7 @@ struct FitCommand {
   std::string format = "table";
   std::string prior = "base";
   bool no_cascade = false;
-  bool no_corrector = false;
+  bool corrector = false;
   FitOptions options;
 };
 
@@ -116,7 +116,7 @@ void run_fit(FitCommand& command) {
   if (!prior) throw Error(ErrorCategory::kUsage, "--prior must be none, member or base");
   command.options.prior = *prior;
   command.options.cascade = !command.no_cascade;
-  command.options.corrector = !command.no_corrector;
+  command.options.corrector = command.corrector;
   const Format format = parse_format(command.format);
   const Dataset data = load_data(command.data);
   FitReport report;
@@ -327,7 +327,8 @@ void add_model_verbs(CLI::App& app) {
   fit_verb->add_option("--prior", fit->prior,
                        "ridge prior: base (trees correct it), member, or none");
   fit_verb->add_flag("--no-cascade", fit->no_cascade, "fit each target on its own");
-  fit_verb->add_flag("--no-corrector", fit->no_corrector, "no low-batch corrector");
+  fit_verb->add_flag("--corrector", fit->corrector,
+                     "add the low-batch corrector (off: it did not pay, docs/model.md)");
   fit_verb->add_option("--learning-rate", fit->options.learning_rate, "boosting step (0.1)");
   fit_verb->add_option("--forest-trees", fit->options.forest_trees, "random-forest trees (64)");
   fit_verb->add_option("--fixed-rounds", fit->options.fixed_rounds,
