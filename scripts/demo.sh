@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# carb's main job: design spaces and their features, then a short real profiling campaign on
-# this machine's CPU. Fitting, screening and the report join as they land. A second run resumes
-# the campaign instead of starting over.
+# carb's main job: design spaces and their features, a short real profiling campaign on this
+# machine's CPU, the CARB predictor fitted on the shipped reference campaign, screening to a
+# Pareto shortlist and its validation by measurement. The report joins when it lands. A second
+# run resumes the campaigns instead of starting over.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/build.sh
@@ -42,3 +43,26 @@ echo "== profiling a stratified sample of 24 configurations of cpu-demo.yaml on 
   --device cpu --db "$out/runs.sqlite" --target-ci 0.02 --max-time 2
 "$carb" export --db "$out/runs.sqlite" --format csv -o "$out/runs.csv"
 echo "database: $out/runs.sqlite; measurements with features: $out/runs.csv"
+
+echo
+echo "== the CARB predictor, fitted on the shipped reference campaign (data/README.md)"
+[ -s "$out/cpu-reference.sqlite" ] || xz -dc data/cpu-reference.sqlite.xz > "$out/cpu-reference.sqlite"
+"$carb" fit --db "$out/cpu-reference.sqlite" -o "$out/cpu-model.json"
+
+echo
+echo "== the reference model scored on this machine's 24 measurements"
+"$carb" evaluate --model "$out/cpu-model.json" --db "$out/runs.sqlite"
+
+echo
+echo "== screening cpu-demo.yaml to a Pareto shortlist under a budget"
+"$carb" screen --model "$out/cpu-model.json" --spec examples/spaces/cpu-demo.yaml \
+  --budget 'latency<=2ms,memory<=32MiB' -o "$out/shortlist.csv" --json "$out/shortlist.json"
+
+echo
+echo "== validating the shortlist by measuring it on this machine"
+"$carb" validate --shortlist "$out/shortlist.csv" --measure --db "$out/validate.sqlite" \
+  --budget 'latency<=2ms,memory<=32MiB'
+
+echo
+echo "outputs: $out/runs.sqlite (measurements), $out/cpu-model.json (model),"
+echo "         $out/shortlist.csv and $out/shortlist.json (shortlist), $out/validate.sqlite (its measurements)"

@@ -288,7 +288,8 @@ void run_evaluate(EvaluateCommand& command) {
                          : std::string("model scored on its own device"))
             << " (" << data.rows() << " rows)\n";
   if (!transfer && !command.data.db.empty()) {
-    std::cerr << "note: rows the model was trained on are scored too; the fit's test-split "
+    std::cerr << "note: on its own device, rows the model may have been trained on are scored "
+                 "too; the fit's test-split "
                  "scores are the honest ones\n";
   }
   const std::vector<MethodScores> scores = evaluate(predictor, data);
