@@ -7,18 +7,12 @@
 #include <numeric>
 #include <string>
 
+#include "bench_clock.hpp"
 #include "carb/error.hpp"
 #include "carb/model.hpp"
 
-namespace {
-
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
-}  // namespace
+using carb_bench::Clock;
+using carb_bench::seconds_since;
 
 int main(int argc, char** argv) {
   if (argc < 2) {

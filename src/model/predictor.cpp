@@ -801,16 +801,16 @@ Predictor Predictor::fit(const Dataset& data, const FitOptions& options, FitRepo
   std::vector<std::vector<double>> upstream_logs(data.targets.size());  // for downstream features
   bool any_available = false;
   for (std::size_t t = 0; t < data.targets.size(); ++t) {
-    TargetModel placeholder;
-    placeholder.info = data.targets[t];
+    TargetModel unavailable;
+    unavailable.info = data.targets[t];
     const std::size_t measured = static_cast<std::size_t>(
         std::count_if(y[t].begin(), y[t].end(), [](double v) { return !std::isnan(v); }));
     if (measured == 0) {
-      placeholder.reason = data.missing_reason[t].empty()
+      unavailable.reason = data.missing_reason[t].empty()
                                ? "no " + data.targets[t].name + " values in the data"
                                : data.missing_reason[t];
-      report.notes.push_back(data.targets[t].name + ": unavailable, " + placeholder.reason);
-      impl->models.push_back(std::move(placeholder));
+      report.notes.push_back(data.targets[t].name + ": unavailable, " + unavailable.reason);
+      impl->models.push_back(std::move(unavailable));
       continue;
     }
     const auto counts = [&](Role role) { return rows_with(roles, role, y[t]).size(); };
