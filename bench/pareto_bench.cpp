@@ -53,9 +53,9 @@ int main() {
       front_size = carb::pareto_front(points, d).size();
       best = std::min(best, std::chrono::duration<double>(Clock::now() - start).count());
     }
-    std::printf("%-34s %10zu %10zu %14.3f\n", d == 2 ? "pareto_front, 2 objectives"
-                                                    : "pareto_front, 3 objectives",
-                points.size(), front_size, best);
+    std::printf("%-34s %10zu %10zu %14.3f\n",
+                d == 2 ? "pareto_front, 2 objectives" : "pareto_front, 3 objectives", points.size(),
+                front_size, best);
     const auto start = Clock::now();
     carb::ParetoArchive archive(d);
     for (std::size_t i = 0; i < points.size(); ++i) archive.add(i, points[i]);
