@@ -78,6 +78,10 @@ struct CampaignSummary {
 CampaignSummary run_campaign(const std::vector<Config>& configs, const CampaignOptions& options,
                              const std::function<void(const CampaignProgress&)>& progress);
 
+/// The fingerprint under which run_campaign stores measurements on `device` (an id or a kind) of
+/// this machine. Throws carb::Error (usage) when there is no such device.
+std::string device_fingerprint_of(const std::string& device);
+
 /// Parses a duration such as "90", "90s", "30m", "2h" or "1h30m" into seconds; throws
 /// carb::Error (usage) on bad text.
 double parse_duration_s(const std::string& text);

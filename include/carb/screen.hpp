@@ -1,7 +1,8 @@
 // Screening (method.md §5), its pure core: deployment budgets and objectives as people write
 // them, the feasibility of a candidate's predictions against the budgets, the Pareto front of 1-3
 // minimised objectives (batch and streaming), the ranking of a front, and the interval-aware
-// stage-1 pruning. Nothing here reads a store or runs a model.
+// stage-1 pruning; and active profiling's choice of what to measure next. Nothing here reads a
+// store or runs a model.
 #pragma once
 
 #include <array>
@@ -190,5 +191,33 @@ PruneResult prune_stage1(std::span<const IntervalEstimate> candidates, std::size
 /// The number to keep for a fraction in (0, 1] of `candidates`: ceil(fraction x candidates), at
 /// least 1. Throws carb::Error (usage) for a fraction outside (0, 1].
 std::size_t keep_count(double fraction, std::size_t candidates);
+
+// ---------------------------------------------------------------------------------------------
+// Active profiling: which candidates to measure next
+
+/// A screened candidate as active profiling sees it: the full model's predictions of the
+/// objectives with their intervals, and its probability of meeting every budget.
+struct AcquisitionCandidate {
+  IntervalEstimate estimate;
+  double p_feasible = 1;
+};
+
+/// How much measuring each candidate could change the shortlist, in [0, 2.01]:
+///   score = (boundary + front) x (1 + width) / 2 + width / 100, where
+/// - boundary = 4 p (1 - p) with p = p_feasible when `budgets` (1 at p = 1/2, 0 when certain),
+///   else 0;
+/// - front = p when the candidate's optimistic corner (its interval's lower end on every
+///   objective) is not dominated by the predicted front (`front_values`, the feasible front's
+///   predicted values): it could be on the true front; else 0;
+/// - width = the mean over objectives of ln(high / low), divided by the largest such mean among
+///   the candidates (0 when all intervals are points).
+/// The last term orders candidates that cannot change the shortlist by how little is known of
+/// them. Values must be positive and finite.
+std::vector<double> acquisition_scores(std::span<const AcquisitionCandidate> candidates,
+                                       std::span<const ObjectiveValues> front_values,
+                                       std::size_t objectives, bool budgets);
+
+/// The indices of the `n` highest scores, highest first (ties by index).
+std::vector<std::size_t> top_scores(std::span<const double> scores, std::size_t n);
 
 }  // namespace carb

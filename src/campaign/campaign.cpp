@@ -199,6 +199,11 @@ double parse_duration_s(const std::string& text) {
   return total;
 }
 
+std::string device_fingerprint_of(const std::string& device) {
+  const auto backends = make_backends();
+  return fingerprint_of(find_device(backends, device).info(), read_host_info());
+}
+
 CampaignSummary run_campaign(const std::vector<Config>& configs, const CampaignOptions& options,
                              const std::function<void(const CampaignProgress&)>& progress) {
   const auto start = Clock::now();

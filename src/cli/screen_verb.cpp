@@ -17,6 +17,7 @@
 #include "carb/screen.hpp"
 #include "carb/store.hpp"
 #include "output.hpp"
+#include "screening.hpp"
 #include "select.hpp"
 #include "verbs.hpp"
 
@@ -30,31 +31,8 @@ double percent(std::uint64_t part, std::uint64_t whole) {
   return whole == 0 ? 0 : 100.0 * static_cast<double>(part) / static_cast<double>(whole);
 }
 
-// A candidate by configuration key with its features row.
-struct Candidate {
-  std::string key;
-  std::vector<float> x;
-  int batch = 0;
-  IntervalEstimate stage1;
-};
+}  // namespace
 
-struct ScreenCommand {
-  std::string model;
-  std::string stage1_model;
-  Selection selection;
-  std::string budget;
-  std::string objectives;
-  std::size_t keep = 2000;
-  double keep_fraction = 0;
-  bool safe = false;
-  std::string rank = "ideal";
-  std::size_t top = 20;
-  std::string output;
-  std::string json_output;
-  std::string format = "table";
-};
-
-// The index of a target in a predictor's targets, or npos.
 std::size_t target_index(const Predictor& predictor, Target target) {
   for (std::size_t t = 0; t < predictor.targets().size(); ++t) {
     if (predictor.targets()[t].name == to_string(target)) return t;
@@ -62,8 +40,8 @@ std::size_t target_index(const Predictor& predictor, Target target) {
   return std::string::npos;
 }
 
-void run_screen(const ScreenCommand& command) {
-  const Predictor model = Predictor::load(command.model);
+ScreenSetup prepare_screen(const ScreenCommand& command) {
+  Predictor model = Predictor::load(command.model);
   if (model.schema() != "carb-ir-1") {
     throw Error(ErrorCategory::kInput,
                 command.model + " was fitted on a table; screening needs a model of a device");
@@ -72,9 +50,10 @@ void run_screen(const ScreenCommand& command) {
   if (!command.stage1_model.empty()) {
     source = std::make_unique<Predictor>(Predictor::load(command.stage1_model));
   }
-  const Predictor& ranker = source ? *source : model;
-  const Format format = parse_format(command.format);
-  const std::vector<Budget> budgets =
+  parse_format(command.format);  // a bad --format fails before the work
+  if (!parse_rank_method(command.rank))
+    throw Error(ErrorCategory::kUsage, "--rank must be ideal or knee");
+  std::vector<Budget> budgets =
       command.budget.empty() ? std::vector<Budget>{} : parse_budgets(command.budget);
   std::vector<Target> objectives;
   if (command.objectives.empty()) {
@@ -124,20 +103,30 @@ void run_screen(const ScreenCommand& command) {
     }
   }
   if (objectives.empty()) throw Error(ErrorCategory::kInput, "no objective the model can predict");
+  return ScreenSetup{std::move(model), std::move(source), std::move(budgets),
+                     std::move(objectives)};
+}
+
+ScreenOutcome screen_once(const ScreenCommand& command, const ScreenSetup& setup,
+                          const std::map<std::string, MeasuredValues>* measured) {
+  const Predictor& model = setup.model;
+  const Predictor* source = setup.source.get();
+  const Predictor& ranker = source ? *source : model;
+  const std::vector<Budget>& budgets = setup.budgets;
+  const std::vector<Target>& objectives = setup.objectives;
   const std::size_t d = objectives.size();
+  ScreenOutcome out;
+  auto& [total, excluded, over_budget, rank_pruned, overlap_kept, expected_lost, pool, predictions,
+         assessed, feasible, front, ranked, measured_flags] = out;
 
   // Stage 1: stream the space in chunks; cheap predictions; drop what is confidently over a
   // budget (only with the target device's own model); keep the best by combined rank unless
   // not confidently worse.
-  std::uint64_t total = 0, excluded = 0, over_budget = 0, rank_pruned = 0, overlap_kept = 0;
-  double expected_lost = 0;  // expected feasible candidates among those pruned as over budget
   // Per budget: stage-1 predictions meeting it, and the configuration closest to it.
   std::vector<std::uint64_t> meeting(budgets.size(), 0);
   std::vector<std::pair<std::string, double>> closest(
       budgets.size(), {"", std::numeric_limits<double>::infinity()});
-  std::vector<Candidate> pool;
   const bool budget_prune = !source && !budgets.empty();
-  const double tail = (1 - ranker.coverage()) / 2;
   const std::size_t cols = model.feature_names().size();
   const auto stage1 = [&](std::vector<Candidate>&& chunk, const FeatureRows& rows) {
     const auto cheap = ranker.predict_cheap(rows.x.data(), chunk.size());
@@ -155,7 +144,7 @@ void run_screen(const ScreenCommand& command) {
           if (p.value < closest[b].second) closest[b] = {c.key, p.value};
         }
       }
-      if (over) {
+      if (over && !(measured && measured->count(c.key))) {
         ++over_budget;
         // The chance it was feasible after all, by its own interval (assess_budgets' model).
         FeasibilityOptions cheap_options;
@@ -248,12 +237,27 @@ void run_screen(const ScreenCommand& command) {
     x.insert(x.end(), c.x.begin(), c.x.end());
     batch.push_back(c.batch);
   }
-  const auto predictions = model.predict(x.data(), pool.size(), batch.data());
+  predictions = model.predict(x.data(), pool.size(), batch.data());
+  if (measured) {
+    // What is measured is known: its values replace the predictions, as points.
+    out.measured.assign(pool.size(), false);
+    for (std::size_t i = 0; i < pool.size(); ++i) {
+      const auto found = measured->find(pool[i].key);
+      if (found == measured->end()) continue;
+      for (std::size_t t = 0; t < model.targets().size(); ++t) {
+        const auto target = parse_target(model.targets()[t].name);
+        if (!target || !predictions[t][i].available) continue;
+        if (const auto& v = found->second[static_cast<std::size_t>(*target)]) {
+          predictions[t][i] = {true, "", *v, *v, *v};
+          out.measured[i] = true;
+        }
+      }
+    }
+  }
   FeasibilityOptions feasibility_options;
   feasibility_options.coverage = model.coverage();
   feasibility_options.safe = command.safe;
-  std::vector<std::size_t> feasible;
-  std::vector<Feasibility> assessed(pool.size());
+  assessed.resize(pool.size());
   for (std::size_t i = 0; i < pool.size(); ++i) {
     assessed[i] = assess_budgets(budgets, gather_predictions(model.targets(), predictions, i),
                                  feasibility_options);
@@ -282,12 +286,23 @@ void run_screen(const ScreenCommand& command) {
       v[k] = predictions[target_index(model, objectives[k])][i].value;
     values.push_back(v);
   }
-  const std::vector<std::size_t> front = pareto_front(values, d);
+  front = pareto_front(values, d);
   std::vector<ObjectiveValues> front_values;
   for (std::size_t f : front) front_values.push_back(values[f]);
-  const auto method = parse_rank_method(command.rank);
-  if (!method) throw Error(ErrorCategory::kUsage, "--rank must be ideal or knee");
-  const std::vector<RankedPoint> ranked = rank_front(front_values, d, *method);
+  ranked = rank_front(front_values, d, *parse_rank_method(command.rank));
+  return out;
+}
+
+void report_screen(const ScreenCommand& command, const ScreenSetup& setup,
+                   const ScreenOutcome& outcome, const nlohmann::json& extra) {
+  const Predictor& model = setup.model;
+  const auto& [total, excluded, over_budget, rank_pruned, overlap_kept, expected_lost, pool,
+               predictions, assessed, feasible, front, ranked, measured] = outcome;
+  const std::vector<Budget>& budgets = setup.budgets;
+  const std::vector<Target>& objectives = setup.objectives;
+  const bool source = setup.source != nullptr;
+  const double tail = (1 - (source ? *setup.source : model).coverage()) / 2;
+  const std::size_t cols = model.feature_names().size();
 
   // The shortlist: the ranked front, best first, at most --top.
   std::vector<std::string> columns = {"rank", "key", "p_feasible"};
@@ -297,6 +312,7 @@ void run_screen(const ScreenCommand& command) {
     const std::string name = target.name + "_" + target.unit;
     columns.insert(columns.end(), {name, name + "_low", name + "_high"});
   }
+  if (!measured.empty()) columns.emplace_back("measured");
   const std::size_t shown = std::min(command.top, ranked.size());
   const auto row_of = [&](std::size_t r) {
     const std::size_t i = feasible[front[ranked[r].index]];
@@ -307,9 +323,10 @@ void run_screen(const ScreenCommand& command) {
       row.insert(row.end(),
                  {predictions[t][i].value, predictions[t][i].low, predictions[t][i].high});
     }
+    if (!measured.empty()) row.emplace_back(static_cast<bool>(measured[i]));
     return row;
   };
-  auto writer = make_row_writer(format, columns, std::cout);
+  auto writer = make_row_writer(parse_format(command.format), columns, std::cout);
   for (std::size_t r = 0; r < shown; ++r) writer->row(row_of(r));
   writer->finish();
   std::cout.flush();
@@ -363,6 +380,7 @@ void run_screen(const ScreenCommand& command) {
                               {"key", pool[i].key},
                               {"p_feasible", assessed[i].probability},
                               {"score", ranked[r].score}};
+      if (!measured.empty()) entry["measured"] = static_cast<bool>(measured[i]);
       for (std::size_t t = 0; t < model.targets().size(); ++t) {
         if (!predictions[t][i].available) continue;
         entry[model.targets()[t].name] = {{"value", predictions[t][i].value},
@@ -382,7 +400,7 @@ void run_screen(const ScreenCommand& command) {
                               {"unit", canonical_unit(b.target)},
                               {"strict", b.strict}});
     }
-    const nlohmann::json out = {
+    nlohmann::json out = {
         {"model", command.model},
         {"stage1_model", command.stage1_model.empty() ? command.model : command.stage1_model},
         {"budgets", budgets_json},
@@ -398,6 +416,7 @@ void run_screen(const ScreenCommand& command) {
           {"feasible", feasible.size()},
           {"front", front.size()}}},
         {"shortlist", shortlist}};
+    for (const auto& [name, value] : extra.items()) out[name] = value;
     std::ofstream file(command.json_output);
     if (!file) throw Error(ErrorCategory::kRuntime, command.json_output + ": cannot write");
     file << out.dump(1) << "\n";
@@ -405,24 +424,9 @@ void run_screen(const ScreenCommand& command) {
   }
 }
 
-// --- carb validate --------------------------------------------------------------------------
-
-struct ValidateCommand {
-  std::string shortlist;
-  std::string db;
-  std::string device;
-  std::string budget;
-  bool measure = false;
-  std::string measure_device = "cpu";
-  std::string model;
-  Selection space;
-  std::string format = "table";
-};
-
-// Measured values of the latest ok measurement per configuration: [key] -> per Target.
-std::map<std::string, std::array<std::optional<double>, kTargetCount>> measured_by_key(
-    const Store& store, const std::string& device) {
-  std::map<std::string, std::array<std::optional<double>, kTargetCount>> out;
+std::map<std::string, MeasuredValues> measured_by_key(const Store& store,
+                                                      const std::string& device) {
+  std::map<std::string, MeasuredValues> out;
   std::string fingerprint = device;
   if (fingerprint.empty()) {
     const auto devices = store.devices();
@@ -441,8 +445,7 @@ std::map<std::string, std::array<std::optional<double>, kTargetCount>> measured_
   return out;
 }
 
-bool meets(const std::vector<Budget>& budgets,
-           const std::array<std::optional<double>, kTargetCount>& v) {
+bool meets(const std::vector<Budget>& budgets, const MeasuredValues& v) {
   for (const Budget& b : budgets) {
     const auto& value = v[static_cast<std::size_t>(b.target)];
     if (!value) return false;
@@ -450,6 +453,31 @@ bool meets(const std::vector<Budget>& budgets,
   }
   return true;
 }
+
+void run_screen(const ScreenCommand& command) {
+  ScreenSetup setup = prepare_screen(command);
+  if (command.refine > 0) {
+    run_refine(command, setup);
+  } else {
+    report_screen(command, setup, screen_once(command, setup));
+  }
+}
+
+// --- carb validate --------------------------------------------------------------------------
+
+namespace {
+
+struct ValidateCommand {
+  std::string shortlist;
+  std::string db;
+  std::string device;
+  std::string budget;
+  bool measure = false;
+  std::string measure_device = "cpu";
+  std::string model;
+  Selection space;
+  std::string format = "table";
+};
 
 void run_validate(const ValidateCommand& command) {
   const CsvTable table = read_csv(command.shortlist);
@@ -628,6 +656,27 @@ void add_screen_verbs(CLI::App& app) {
   verb->add_option("-o,--output", screen->output, "the ranked front as CSV, with features");
   verb->add_option("--json", screen->json_output, "the ranked front and the counts as JSON");
   verb->add_option("--format", screen->format, "table, csv or json");
+  verb->add_option("--refine", screen->refine,
+                   "active profiling: measure N configurations per round that could most change "
+                   "the shortlist, refit, screen again");
+  verb->add_option("--rounds", screen->rounds, "refine: rounds (3)");
+  verb->add_option("--refine-time", screen->refine_time,
+                   "refine: no round starts after this long (e.g. 20m)");
+  verb->add_option("--db", screen->db,
+                   "refine: the model's campaign database; new measurements join it");
+  verb->add_option("--device", screen->device, "refine: device to measure on (cpu)");
+  verb->add_option("--replay", screen->replay,
+                   "refine: take each chosen configuration's measurement from this finished "
+                   "campaign instead of measuring (evaluates the acquisition; writes nothing)");
+  verb->add_option("--acquire", screen->acquire,
+                   "refine: informative (default) or random (the baseline)");
+  verb->add_option("--refit-output", screen->refit_output,
+                   "refine: the refitted model (default MODEL.refined.json)");
+  verb->add_option("--refine-seed", screen->seed, "refine: seed of the refits and of random (1)");
+  verb->add_option("--threads", screen->threads, "refine: XGBoost threads (0: all cores)");
+  verb->add_option("--target-ci", screen->protocol.target_relative_ci,
+                   "refine: relative CI half-width to stop timing at (0.01)");
+  verb->add_option("--max-time", screen->protocol.max_time_s, "refine: timed seconds, at most");
   verb->callback([screen] {
     if (screen->selection.spec.empty() == screen->selection.keys_file.empty()) {
       throw Error(ErrorCategory::kUsage, "give either --spec or --keys");

@@ -30,6 +30,22 @@ void sql(const std::string& db, const std::string& statement) {
   sqlite3_close(handle);
 }
 
+// Writes the configuration keys of a database's measurements to `path`, one per line.
+void write_keys(const std::string& db, const std::string& path) {
+  std::ofstream out(path);
+  sqlite3* handle = nullptr;
+  ASSERT_EQ(sqlite3_open(db.c_str(), &handle), SQLITE_OK);
+  sqlite3_stmt* statement = nullptr;
+  ASSERT_EQ(sqlite3_prepare_v2(handle, "SELECT configuration_key FROM measurements", -1, &statement,
+                               nullptr),
+            SQLITE_OK);
+  while (sqlite3_step(statement) == SQLITE_ROW) {
+    out << reinterpret_cast<const char*>(sqlite3_column_text(statement, 0)) << "\n";
+  }
+  sqlite3_finalize(statement);
+  sqlite3_close(handle);
+}
+
 int lines(const std::string& text) {
   return static_cast<int>(std::count(text.begin(), text.end(), '\n'));
 }
@@ -176,20 +192,7 @@ TEST_F(ModelCli, BadModelFilesAreOneLineAndExitTwo) {
 TEST_F(ModelCli, ScreensToAParetoShortlistAndValidatesItOnMeasurements) {
   ASSERT_EQ(fit.exit_code, 0) << fit.out;
   const std::string keys = db + "-keys.txt";
-  {
-    std::ofstream out(keys);
-    sqlite3* handle = nullptr;
-    ASSERT_EQ(sqlite3_open(db.c_str(), &handle), SQLITE_OK);
-    sqlite3_stmt* statement = nullptr;
-    ASSERT_EQ(sqlite3_prepare_v2(handle, "SELECT configuration_key FROM measurements", -1,
-                                 &statement, nullptr),
-              SQLITE_OK);
-    while (sqlite3_step(statement) == SQLITE_ROW) {
-      out << reinterpret_cast<const char*>(sqlite3_column_text(statement, 0)) << "\n";
-    }
-    sqlite3_finalize(statement);
-    sqlite3_close(handle);
-  }
+  write_keys(db, keys);
   const std::string shortlist = db + "-shortlist.csv", json = db + "-shortlist.json";
   const std::string budget = "'latency<=5ms,memory<=64MiB'";
   CommandResult screen = run("screen --model " + model + " --keys " + keys + " --budget " + budget +
@@ -279,3 +282,81 @@ TEST(ModelCliInput, BadTablesAreOneLineAndWriteNothing) {
 }
 
 }  // namespace
+
+// Active profiling in replay mode: a model of 200 of the reference configurations refines itself
+// with measurements the reference campaign holds, and scores its shortlist against the truth.
+TEST_F(ModelCli, RefinesByReplayingAFinishedCampaign) {
+  ASSERT_EQ(fit.exit_code, 0) << fit.out;
+  const std::string pid = std::to_string(::getpid());
+  const std::string start = testing::TempDir() + "refine-start-" + pid + ".sqlite";
+  const std::string start_model = start + ".json", refined = start + ".refined.json";
+  const std::string keys = start + "-keys.txt", json = start + "-screen.json";
+  ASSERT_EQ(std::system(("cp " + db + " " + start).c_str()), 0);
+  sql(start,
+      "DELETE FROM measurements WHERE id NOT IN (SELECT id FROM measurements ORDER BY "
+      "configuration_key LIMIT 200); DELETE FROM samples WHERE measurement_id NOT IN (SELECT id "
+      "FROM measurements)");
+  write_keys(db, keys);
+  CommandResult start_fit =
+      run("fit --db " + start + " -o " + start_model + " --forest-trees 16 --threads 1");
+  ASSERT_EQ(start_fit.exit_code, 0) << start_fit.out;
+
+  const std::string refine = "screen --model " + start_model + " --keys " + keys +
+                             " --budget 'latency<=2ms,memory<=32MiB' --refine 30 --rounds 2 --db " +
+                             start + " --replay " + db + " --threads 1 --json " + json;
+  CommandResult screen = run(refine);
+  ASSERT_EQ(screen.exit_code, 0) << screen.out;
+  std::ifstream in(json);
+  const auto result = nlohmann::json::parse(in);
+  const auto& rounds = result.at("refine").at("rounds");
+  ASSERT_EQ(rounds.size(), 3U) << screen.out;
+  // Each round measured 30 configurations the model had not seen: the training set grows by 30.
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_EQ(rounds[r].at("training_rows").get<int>(), 200 + 30 * r) << screen.out;
+    EXPECT_EQ(rounds[r].at("measured").get<int>(), r == 0 ? 0 : 30);
+    // The replay covers the whole pool: the front and the budget decisions are scored.
+    EXPECT_GE(rounds[r].at("budget_accuracy_pct").get<double>(), 90.0) << screen.out;
+    EXPECT_GE(rounds[r].at("recall_pct").get<double>(), 0.0);
+  }
+  EXPECT_TRUE(rounds[1].at("new_errors").contains("latency"));
+  EXPECT_EQ(rounds[1].at("new_errors").at("latency").at("n").get<int>(), 30);
+  EXPECT_FALSE(rounds[1].at("new_errors").contains("energy"));
+  EXPECT_GE(result.at("refine").at("true_front").get<int>(), 1);
+  // Measured configurations on the shortlist carry their measurements, as points.
+  for (const auto& entry : result.at("shortlist")) {
+    if (!entry.at("measured").get<bool>()) continue;
+    EXPECT_EQ(entry.at("latency").at("low").get<double>(),
+              entry.at("latency").at("high").get<double>());
+  }
+  // The refitted model loads and predicts; replay wrote nothing into --db.
+  EXPECT_EQ(run("predict --model " + refined + " basic10_w0.25_ds_r32_b1_fp32").exit_code, 0);
+  CommandResult count = run("export --db " + start + " --ok-only --format csv");
+  EXPECT_EQ(lines(count.out), 201);
+
+  // A fixed seed and one thread: a second run chooses and scores the same.
+  CommandResult again = run(refine);
+  ASSERT_EQ(again.exit_code, 0) << again.out;
+  std::ifstream in_again(json);
+  const auto rounds_again = nlohmann::json::parse(in_again).at("refine").at("rounds");
+  ASSERT_EQ(rounds_again.size(), rounds.size());
+  for (std::size_t r = 0; r < rounds.size(); ++r) {
+    for (const char* timing : {"measure_s", "fit_s", "screen_s"}) {
+      EXPECT_TRUE(rounds[r].contains(timing));
+    }
+    auto a = rounds[r], b = rounds_again[r];
+    for (const char* timing : {"measure_s", "fit_s", "screen_s"}) {
+      a.erase(timing);
+      b.erase(timing);
+    }
+    EXPECT_EQ(a, b) << r;
+  }
+
+  // Bad input: one line, exit 2.
+  for (const std::string& bad :
+       {std::string("screen --model " + start_model + " --keys " + keys + " --refine 5"),
+        refine + " --acquire guess", refine + " --rounds 0"}) {
+    CommandResult result_bad = run(bad);
+    EXPECT_EQ(result_bad.exit_code, 2) << bad;
+    EXPECT_EQ(lines(result_bad.out), 1) << result_bad.out;
+  }
+}
