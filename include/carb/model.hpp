@@ -194,6 +194,16 @@ class Predictor {
   /// The test-split scores recorded at fit time.
   const FitReport& fit_report() const;
 
+  /// Each feature's range over the rows the model was fitted on: its training domain. Empty
+  /// for a model file written before carb recorded it.
+  struct FeatureRange {
+    float min = 0, max = 0;
+  };
+  const std::vector<FeatureRange>& training_domain() const;
+  /// The index of the first feature of `row` (the schema's order) outside the training domain,
+  /// or npos when it lies inside (or the domain is unknown): predictions there extrapolate.
+  std::size_t outside_domain(const float* row) const;
+
   /// Predicts every target for `rows` rows of features (row-major, the schema's order).
   /// Result: [target][row].
   std::vector<std::vector<TargetPrediction>> predict(const float* x, std::size_t rows,

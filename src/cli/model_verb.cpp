@@ -9,6 +9,7 @@
 #include "carb/graph.hpp"
 #include "carb/model.hpp"
 #include "carb/store.hpp"
+#include "domain.hpp"
 #include "output.hpp"
 #include "select.hpp"
 #include "verbs.hpp"
@@ -217,6 +218,10 @@ void run_predict(const PredictCommand& command) {
     for (const Config& config : configs) ids.push_back(to_key(config));
   }
   const auto predictions = predictor.predict(x.data(), ids.size(), batch.data());
+  DomainCheck domain(predictor);
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    domain.add(x.data() + i * predictor.feature_names().size(), ids[i]);
+  }
   std::vector<std::string> columns = {"key"};
   for (const TargetInfo& target : predictor.targets()) {
     const std::string suffix = target.unit.empty() ? "" : "_" + target.unit;
@@ -243,6 +248,11 @@ void run_predict(const PredictCommand& command) {
       std::cerr << "note: " << predictor.targets()[t].name
                 << " is unavailable: " << predictions[t][0].reason << "\n";
     }
+  }
+  if (domain.outside() > 0) {
+    std::cerr << domain.warning(ids.size(), command.table.empty() ? "configurations" : "rows",
+                                command.model)
+              << "\n";
   }
 }
 

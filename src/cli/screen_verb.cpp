@@ -16,6 +16,7 @@
 #include "carb/model.hpp"
 #include "carb/screen.hpp"
 #include "carb/store.hpp"
+#include "domain.hpp"
 #include "output.hpp"
 #include "screening.hpp"
 #include "select.hpp"
@@ -116,8 +117,9 @@ ScreenOutcome screen_once(const ScreenCommand& command, const ScreenSetup& setup
   const std::vector<Target>& objectives = setup.objectives;
   const std::size_t d = objectives.size();
   ScreenOutcome out;
-  auto& [total, excluded, over_budget, rank_pruned, overlap_kept, expected_lost, pool, predictions,
-         assessed, feasible, front, ranked, measured_flags] = out;
+  auto& [total, excluded, over_budget, rank_pruned, overlap_kept, expected_lost, outside_domain,
+         domain_warning, pool, predictions, assessed, feasible, front, ranked, measured_flags] =
+      out;
 
   // Stage 1: stream the space in chunks; cheap predictions; drop what is confidently over a
   // budget (only with the target device's own model); keep the best by combined rank unless
@@ -128,10 +130,12 @@ ScreenOutcome screen_once(const ScreenCommand& command, const ScreenSetup& setup
       budgets.size(), {"", std::numeric_limits<double>::infinity()});
   const bool budget_prune = !source && !budgets.empty();
   const std::size_t cols = model.feature_names().size();
+  DomainCheck domain(model);
   const auto stage1 = [&](std::vector<Candidate>&& chunk, const FeatureRows& rows) {
     const auto cheap = ranker.predict_cheap(rows.x.data(), chunk.size());
     for (std::size_t i = 0; i < chunk.size(); ++i) {
       Candidate& c = chunk[i];
+      domain.add(rows.x.data() + i * cols, c.key);
       c.x.assign(rows.x.begin() + static_cast<long>(i * cols),
                  rows.x.begin() + static_cast<long>((i + 1) * cols));
       c.batch = rows.batch[i];
@@ -222,6 +226,8 @@ ScreenOutcome screen_once(const ScreenCommand& command, const ScreenSetup& setup
     }
   }
   prune_pool(keep_for(total - excluded));
+  outside_domain = domain.outside();
+  domain_warning = domain.warning(total - excluded, "candidates", command.model);
   if (total == excluded) {
     throw Error(
         ErrorCategory::kInput,
@@ -296,8 +302,9 @@ ScreenOutcome screen_once(const ScreenCommand& command, const ScreenSetup& setup
 void report_screen(const ScreenCommand& command, const ScreenSetup& setup,
                    const ScreenOutcome& outcome, const nlohmann::json& extra) {
   const Predictor& model = setup.model;
-  const auto& [total, excluded, over_budget, rank_pruned, overlap_kept, expected_lost, pool,
-               predictions, assessed, feasible, front, ranked, measured] = outcome;
+  const auto& [total, excluded, over_budget, rank_pruned, overlap_kept, expected_lost,
+               outside_domain, domain_warning, pool, predictions, assessed, feasible, front, ranked,
+               measured] = outcome;
   const std::vector<Budget>& budgets = setup.budgets;
   const std::vector<Target>& objectives = setup.objectives;
   const bool source = setup.source != nullptr;
@@ -355,6 +362,7 @@ void report_screen(const ScreenCommand& command, const ScreenSetup& setup,
         return names;
       }() << "; shortlist "
             << shown << "\n";
+  if (!domain_warning.empty()) std::cerr << domain_warning << "\n";
 
   // The whole ranked front with features, as CSV and JSON files.
   if (!command.output.empty()) {
@@ -413,6 +421,7 @@ void report_screen(const ScreenCommand& command, const ScreenSetup& setup,
           {"stage1_outranked", rank_pruned},
           {"stage2_scored", pool.size()},
           {"stage1_kept_by_overlap", overlap_kept},
+          {"outside_training_domain", outside_domain},
           {"feasible", feasible.size()},
           {"front", front.size()}}},
         {"shortlist", shortlist}};

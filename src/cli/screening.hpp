@@ -75,7 +75,9 @@ struct Candidate {
 struct ScreenOutcome {
   std::uint64_t total = 0, excluded = 0, over_budget = 0, rank_pruned = 0, overlap_kept = 0;
   double expected_lost = 0;
-  std::vector<Candidate> pool;  ///< stage-1 survivors, which stage 2 scored
+  std::uint64_t outside_domain = 0;  ///< candidates outside the model's training data
+  std::string domain_warning;        ///< the warning about them, or ""
+  std::vector<Candidate> pool;       ///< stage-1 survivors, which stage 2 scored
   std::vector<std::vector<TargetPrediction>> predictions;  ///< [target][pool index]
   std::vector<Feasibility> assessed;                       ///< per pool index
   std::vector<std::size_t> feasible;                       ///< pool indices

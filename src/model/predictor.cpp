@@ -608,6 +608,15 @@ std::vector<double> out_of_fold(const TargetModel& fitted, const Matrix& m,
   return oof;
 }
 
+json domain_json(const std::vector<Predictor::FeatureRange>& domain) {
+  json low = json::array(), high = json::array();
+  for (const Predictor::FeatureRange& range : domain) {
+    low.push_back(range.min);
+    high.push_back(range.max);
+  }
+  return {{"min", low}, {"max", high}};
+}
+
 json metrics_json(const Metrics& metrics) {
   json j = {{"n", metrics.n},
             {"r2", metrics.r2},
@@ -648,6 +657,7 @@ struct Predictor::Impl {
   FitOptions options;
   std::vector<TargetModel> models;  // one per target, cascade order
   FitReport report;
+  std::vector<Predictor::FeatureRange> domain;  // per feature, over the fitted rows
   int threads = 0;
 
   // Log1p predictions of every available target, each from the matrix of the features plus the
@@ -709,6 +719,17 @@ Predictor::~Predictor() = default;
 
 const std::string& Predictor::schema() const { return impl_->schema; }
 const std::vector<std::string>& Predictor::feature_names() const { return impl_->feature_names; }
+
+const std::vector<Predictor::FeatureRange>& Predictor::training_domain() const {
+  return impl_->domain;
+}
+
+std::size_t Predictor::outside_domain(const float* row) const {
+  for (std::size_t f = 0; f < impl_->domain.size(); ++f) {
+    if (!(row[f] >= impl_->domain[f].min && row[f] <= impl_->domain[f].max)) return f;
+  }
+  return std::string::npos;
+}
 const std::vector<TargetInfo>& Predictor::targets() const { return impl_->targets; }
 const std::string& Predictor::device_fingerprint() const { return impl_->device_fingerprint; }
 const std::string& Predictor::device_name() const { return impl_->device_name; }
@@ -761,6 +782,16 @@ Predictor Predictor::fit(const Dataset& data, const FitOptions& options, FitRepo
   impl->schema = data.schema;
   impl->feature_names = data.feature_names;
   impl->targets = data.targets;
+  if (data.rows() > 0) {
+    impl->domain.assign(data.cols(), {std::numeric_limits<float>::infinity(),
+                                      -std::numeric_limits<float>::infinity()});
+    for (std::size_t i = 0; i < data.rows(); ++i) {
+      for (std::size_t f = 0; f < data.cols(); ++f) {
+        impl->domain[f].min = std::min(impl->domain[f].min, data.row(i)[f]);
+        impl->domain[f].max = std::max(impl->domain[f].max, data.row(i)[f]);
+      }
+    }
+  }
   impl->device_fingerprint = data.device_fingerprint;
   impl->device_name = data.device_name;
   impl->coverage = options.coverage;
@@ -1060,6 +1091,7 @@ std::string Predictor::to_json_text() const {
       {"git_commit", kGitCommit},
       {"device", {{"fingerprint", self.device_fingerprint}, {"name", self.device_name}}},
       {"feature_schema", {{"name", self.schema}, {"features", self.feature_names}}},
+      {"training_domain", domain_json(self.domain)},
       {"options",
        {{"seed", self.options.seed},
         {"cascade", self.options.cascade},
@@ -1133,6 +1165,15 @@ Predictor Predictor::from_json_text(std::string_view text, const std::string& or
       throw Error(
           ErrorCategory::kInput,
           origin + ": its carb-ir-1 feature list differs from this carb's; refit the model");
+    }
+    if (const auto domain = file.find("training_domain"); domain != file.end()) {
+      const auto low = domain->at("min").get<std::vector<float>>();
+      const auto high = domain->at("max").get<std::vector<float>>();
+      if (high.size() != low.size() || (!low.empty() && low.size() != impl->feature_names.size())) {
+        throw Error(ErrorCategory::kInput,
+                    origin + ": its training domain does not match its features");
+      }
+      for (std::size_t f = 0; f < low.size(); ++f) impl->domain.push_back({low[f], high[f]});
     }
     if (impl->schema != "carb-ir-1" && impl->schema != "table") {
       throw Error(ErrorCategory::kInput,

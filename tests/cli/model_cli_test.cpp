@@ -199,6 +199,8 @@ TEST_F(ModelCli, ScreensToAParetoShortlistAndValidatesItOnMeasurements) {
                              " -o " + shortlist + " --json " + json);
   ASSERT_EQ(screen.exit_code, 0) << screen.out;
   EXPECT_NE(screen.out.find("screened 1600 configurations"), std::string::npos) << screen.out;
+  // The model was fitted on all of them: nothing extrapolates.
+  EXPECT_EQ(screen.out.find("extrapolate"), std::string::npos) << screen.out;
   std::ifstream in(json);
   const auto result = nlohmann::json::parse(in);
   const auto& counts = result.at("counts");
@@ -247,6 +249,12 @@ TEST_F(ModelCli, ScreensTheMillionPointSpaceInChunks) {
                              "/examples/spaces/million.yaml --budget 'latency<=20ms' --top 3");
   ASSERT_EQ(screen.exit_code, 0) << screen.out;
   EXPECT_NE(screen.out.find("screened 1399680 configurations"), std::string::npos) << screen.out;
+  // A CPU model of cpu-demo.yaml knows nothing of 224 px or fp16: screening says so.
+  EXPECT_NE(screen.out.find(" of 1399680 candidates lie outside the data " + model +
+                            " was fitted on (first: "),
+            std::string::npos)
+      << screen.out;
+  EXPECT_NE(screen.out.find("their predictions extrapolate"), std::string::npos);
 }
 
 TEST(ModelCliInput, BadTablesAreOneLineAndWriteNothing) {

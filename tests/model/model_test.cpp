@@ -2,10 +2,12 @@
 #include <gtest/gtest.h>
 
 #include <unistd.h>
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <sstream>
 
@@ -213,6 +215,40 @@ TEST_F(Fitted, TheModelFileRoundTripsExactly) {
   }
   EXPECT_EQ(loaded.feature_names(), predictor->feature_names());
   EXPECT_EQ(loaded.fit_report().scores.size(), report.scores.size());
+}
+
+TEST_F(Fitted, RecordsItsTrainingDomainAndSaysWhatLiesOutside) {
+  const auto& domain = predictor->training_domain();
+  ASSERT_EQ(domain.size(), data->cols());
+  for (std::size_t f = 0; f < data->cols(); ++f) {
+    float low = data->row(0)[f], high = low;
+    for (std::size_t i = 0; i < data->rows(); ++i) {
+      low = std::min(low, data->row(i)[f]);
+      high = std::max(high, data->row(i)[f]);
+    }
+    EXPECT_EQ(domain[f].min, low) << f;
+    EXPECT_EQ(domain[f].max, high) << f;
+  }
+  // Every training row lies inside; one past either end of a feature does not.
+  for (std::size_t i = 0; i < data->rows(); ++i) {
+    ASSERT_EQ(predictor->outside_domain(data->row(i)), std::string::npos) << i;
+  }
+  std::vector<float> row(data->row(0), data->row(0) + data->cols());
+  row[1] = domain[1].max * 2 + 1;
+  EXPECT_EQ(predictor->outside_domain(row.data()), 1U);
+  row[0] = domain[0].min - 1;
+  EXPECT_EQ(predictor->outside_domain(row.data()), 0U);
+  // It survives the model file; a file without it (older carb) has no domain and no warning.
+  const Predictor loaded = Predictor::from_json_text(predictor->to_json_text(), "m.json");
+  ASSERT_EQ(loaded.training_domain().size(), domain.size());
+  EXPECT_EQ(loaded.training_domain()[1].max, domain[1].max);
+  auto file = nlohmann::json::parse(predictor->to_json_text());
+  file.erase("training_domain");
+  const Predictor older = Predictor::from_json_text(file.dump(), "old.json");
+  EXPECT_TRUE(older.training_domain().empty());
+  EXPECT_EQ(older.outside_domain(row.data()), std::string::npos);
+  file["training_domain"] = {{"min", {1.0}}, {"max", {2.0}}};
+  EXPECT_THROW(Predictor::from_json_text(file.dump(), "bad.json"), Error);
 }
 
 TEST_F(Fitted, BrokenModelFilesAreInputErrors) {
