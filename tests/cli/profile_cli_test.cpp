@@ -126,7 +126,7 @@ TEST(ProfileCli, ConcurrentCampaignsNeverMeasureAKeyTwice) {
   }
 }
 
-TEST(ProfileCli, ShardsSplitTheKeysIntoTheirOwnFiles) {
+TEST(ProfileCli, ShardsSplitTheKeysIntoTheirOwnFilesAndMergeBack) {
   const std::string keys = write_keys("shard-keys.txt", 9);
   std::map<std::string, int> seen;
   for (int shard = 0; shard < 3; ++shard) {
@@ -146,6 +146,18 @@ TEST(ProfileCli, ShardsSplitTheKeysIntoTheirOwnFiles) {
   // Every key in exactly one shard's file.
   ASSERT_EQ(seen.size(), 9u);
   for (const auto& [key, count] : seen) EXPECT_EQ(count, 1) << key;
+
+  // Merged back, and merged twice, they are the whole campaign once.
+  const std::string merged = fresh_db("shards-merged.sqlite");
+  std::string shards;
+  for (int shard = 0; shard < 3; ++shard) {
+    shards += " " + testing::TempDir() + "shard-" + std::to_string(shard) + ".sqlite";
+  }
+  const std::string log = testing::TempDir() + "merge.log";
+  ASSERT_EQ(wait_for(start("merge --db " + merged + shards + shards, log)), 0) << slurp(log);
+  const auto rows = exported_rows(merged);
+  ASSERT_EQ(rows.size(), 9u) << slurp(log);
+  for (const auto& [key, count] : seen) EXPECT_EQ(count_key(rows, key + "_k10"), 1) << key;
 }
 
 TEST(ProfileCli, EnergyIsNullWithItsReasonOnThisMachine) {
