@@ -172,6 +172,15 @@ Shard Shard::from_environment() {
                       " is not on the array's grid (min " + std::to_string(first) + ", step " +
                       std::to_string(step) + "); give --shard K/N");
     }
+    // An array such as --array=0,5,9 is no grid: min, max and step disagree with the count.
+    if (const auto last = variable("SLURM_ARRAY_TASK_MAX");
+        last && (*last - first) / step + 1 != *count) {
+      throw Error(ErrorCategory::kUsage,
+                  "--shard auto: the Slurm array (min " + std::to_string(first) + ", max " +
+                      std::to_string(*last) + ", step " + std::to_string(step) +
+                      ") does not have " + std::to_string(*count) +
+                      " evenly spaced tasks; give --shard K/N");
+    }
     shard.index = (*task - first) / step;
     shard.count = *count;
     source = "Slurm array task " + std::to_string(*task);

@@ -133,7 +133,8 @@ class ScopedEnvironment {
   explicit ScopedEnvironment(const std::map<std::string, std::string>& values) {
     for (const char* name :
          {"SLURM_ARRAY_TASK_ID", "SLURM_ARRAY_TASK_COUNT", "SLURM_ARRAY_TASK_MIN",
-          "SLURM_ARRAY_TASK_STEP", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"}) {
+          "SLURM_ARRAY_TASK_STEP", "SLURM_ARRAY_TASK_MAX", "OMPI_COMM_WORLD_RANK",
+          "OMPI_COMM_WORLD_SIZE"}) {
       const char* old = std::getenv(name);
       saved_[name] = old != nullptr ? std::optional<std::string>(old) : std::nullopt;
       ::unsetenv(name);
@@ -194,6 +195,7 @@ TEST(Shard, AutoReadsSlurmArrays) {
       {{{"SLURM_ARRAY_TASK_ID", "13"},
         {"SLURM_ARRAY_TASK_COUNT", "3"},
         {"SLURM_ARRAY_TASK_MIN", "10"},
+        {"SLURM_ARRAY_TASK_MAX", "16"},
         {"SLURM_ARRAY_TASK_STEP", "3"}},
        "1/3"},
       // --array=0,5,9: not a grid Slurm describes with min and step.
@@ -202,6 +204,13 @@ TEST(Shard, AutoReadsSlurmArrays) {
         {"SLURM_ARRAY_TASK_MIN", "0"}},
        "--shard auto: Slurm array task 9 gives shard 9 of 3 (a non-contiguous array?); give "
        "--shard K/N"},
+      {{{"SLURM_ARRAY_TASK_ID", "0"},
+        {"SLURM_ARRAY_TASK_COUNT", "3"},
+        {"SLURM_ARRAY_TASK_MIN", "0"},
+        {"SLURM_ARRAY_TASK_MAX", "9"},
+        {"SLURM_ARRAY_TASK_STEP", "1"}},
+       "--shard auto: the Slurm array (min 0, max 9, step 1) does not have 3 evenly spaced "
+       "tasks; give --shard K/N"},
       {{{"SLURM_ARRAY_TASK_ID", "2"}},
        "--shard auto: SLURM_ARRAY_TASK_ID is set but SLURM_ARRAY_TASK_COUNT is not"},
       {{{"SLURM_ARRAY_TASK_ID", "two"}, {"SLURM_ARRAY_TASK_COUNT", "4"}},
