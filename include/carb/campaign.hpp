@@ -14,18 +14,26 @@
 
 namespace carb {
 
-/// A deterministic share of a campaign's configurations: those whose key hashes to `index`
-/// modulo `count`.
+/// A deterministic share of a campaign's configurations: those whose configuration key's
+/// SHA-256 is `index` modulo `count`. Shards count from 0: "0/4" .. "3/4".
 struct Shard {
   int index = 0;
   int count = 1;
 
-  /// Parses "K/N" (0 <= K < N) or "auto" (SLURM_ARRAY_TASK_ID/SLURM_ARRAY_TASK_COUNT, else
-  /// OMPI_COMM_WORLD_RANK/OMPI_COMM_WORLD_SIZE, else the whole campaign). Throws carb::Error
-  /// (usage) on bad text.
+  /// Parses "K/N" (0 <= K < N) or "auto" (from_environment()). Throws carb::Error (usage) on
+  /// bad text.
   static Shard parse(const std::string& text);
-  /// Whether a configuration key belongs to this shard (SHA-256 of the key, modulo count).
+  /// The shard of this process: a Slurm array task's position in its array
+  /// ((SLURM_ARRAY_TASK_ID - SLURM_ARRAY_TASK_MIN) / SLURM_ARRAY_TASK_STEP of
+  /// SLURM_ARRAY_TASK_COUNT), else OMPI_COMM_WORLD_RANK of OMPI_COMM_WORLD_SIZE. Throws
+  /// carb::Error (usage) when neither is set or they do not describe a shard.
+  static Shard from_environment();
+  /// Whether a configuration key belongs to this shard.
   bool contains(const std::string& configuration_key) const;
+  /// "K/N".
+  std::string name() const;
+  /// `pattern` with "{shard}" replaced by K and "{shards}" by N, e.g. for per-shard file names.
+  std::string expand(const std::string& pattern) const;
 };
 
 /// What to measure and where.

@@ -155,6 +155,32 @@ struct MeasuredTargets {
   std::optional<std::int64_t> process_peak_rss_bytes;
 };
 
+/// One measurement key that two merged databases measured differently, both with a final
+/// status: one version stays in `measurements`, the other is kept in `measurement_conflicts`.
+struct MergeConflict {
+  std::string measurement_key;
+  std::string configuration_key;
+  std::string device_fingerprint;
+  std::string kept_from;   ///< where the version left in `measurements` came from: a source path,
+                           ///< or "" for the target's own
+  std::string other_from;  ///< where the version moved to `measurement_conflicts` came from
+};
+
+/// What Store::merge did with one source database. Every source measurement is counted once.
+struct MergeReport {
+  std::string source;
+  std::int64_t measurements = 0;  ///< measurements in the source
+  std::int64_t added = 0;         ///< keys the target did not have
+  std::int64_t identical = 0;     ///< keys the target had with the same content: collapsed
+  /// The target's version replaced by the source's: a failure by a final status or a later
+  /// failure, or a conflict the source's version wins.
+  std::int64_t replaced = 0;
+  /// The source's version not taken: a failure where the target has a final status or a later
+  /// failure, or a conflict the target's version wins.
+  std::int64_t kept = 0;
+  std::vector<MergeConflict> conflicts;  ///< final in both, different; counted in replaced/kept
+};
+
 /// Formats of Store::export_measurements.
 enum class ExportFormat { kCsv, kJsonLines };
 
@@ -163,7 +189,7 @@ enum class ExportFormat { kCsv, kJsonLines };
 class Store {
  public:
   /// Schema version this build reads and writes (PRAGMA user_version).
-  static constexpr int kSchemaVersion = 3;
+  static constexpr int kSchemaVersion = 4;
   /// PRAGMA application_id of carb databases: "CARB" in ASCII.
   static constexpr std::int32_t kApplicationId = 0x43415242;
 
@@ -212,6 +238,18 @@ class Store {
   bool claim(std::string_view measurement_key, const ClaimOwner& owner, const ResumePolicy& policy);
   /// Drops `owner`'s claim on a key without writing a measurement (e.g. on interruption).
   void release(std::string_view measurement_key, const ClaimOwner& owner);
+
+  /// Merges the carb database at `source_path` into this one by measurement key, in one
+  /// transaction (a failure leaves this database as it was). Campaigns, devices and
+  /// configurations are matched by identity (name + spec + protocol, fingerprint, key). A key
+  /// this database lacks is added with its samples; an identical one (every column but the row
+  /// ids, the campaign, the device and the raw samples) collapses; otherwise a final status
+  /// beats a failure, the failure with more attempts (then the later one) beats another, and
+  /// of two final ones the earlier finished (then the smaller content hash) stays while the
+  /// other is kept in `measurement_conflicts`. So merging is idempotent and its result does
+  /// not depend on the order of the sources. Throws carb::Error (input) when the source is not
+  /// a carb database, fails PRAGMA quick_check, or is this database's own file.
+  MergeReport merge(const std::string& source_path);
 
   /// Streams one row per measurement (ordered by configuration key, then measurement key), joined
   /// with its campaign, device, configuration knobs and analytic features (carb::compute_features),

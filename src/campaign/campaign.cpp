@@ -1,6 +1,8 @@
 // The profiling loop: keys, resume, claims, workers, one transaction per measurement.
 #include "carb/campaign.hpp"
 
+#include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <cstdlib>
 
@@ -17,15 +19,12 @@ double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
+// A whole decimal integer: no spaces, no sign but '-', nothing after it.
 int parse_int(const std::string& text, const std::string& what) {
-  std::size_t used = 0;
   int value = 0;
-  try {
-    value = std::stoi(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used == 0 || used != text.size()) {
+  const char* end = text.data() + text.size();
+  const auto [stop, error] = std::from_chars(text.data(), end, value);
+  if (text.empty() || error != std::errc() || stop != end) {
     throw Error(ErrorCategory::kUsage, what + " '" + text + "' is not an integer");
   }
   return value;
@@ -133,29 +132,94 @@ MeasurementRecord record_of(const Measurement& measurement, const Config& config
 
 Shard Shard::parse(const std::string& text) {
   Shard shard;
-  if (text == "auto") {
-    const char* index = environment("SLURM_ARRAY_TASK_ID");
-    const char* count = environment("SLURM_ARRAY_TASK_COUNT");
-    if (index == nullptr || count == nullptr) {
-      index = environment("OMPI_COMM_WORLD_RANK");
-      count = environment("OMPI_COMM_WORLD_SIZE");
-    }
-    if (index == nullptr || count == nullptr) return shard;
-    shard.index = parse_int(index, "shard index");
-    shard.count = parse_int(count, "shard count");
-  } else {
-    const std::size_t slash = text.find('/');
-    if (slash == std::string::npos) {
-      throw Error(ErrorCategory::kUsage, "--shard '" + text + "': expected K/N or auto");
-    }
-    shard.index = parse_int(text.substr(0, slash), "--shard index");
-    shard.count = parse_int(text.substr(slash + 1), "--shard count");
+  if (text == "auto") return from_environment();
+  const std::size_t slash = text.find('/');
+  if (slash == std::string::npos) {
+    throw Error(ErrorCategory::kUsage,
+                "--shard '" + text + "': expected K/N (0 <= K < N, shards count from 0) or auto");
   }
+  shard.index = parse_int(text.substr(0, slash), "--shard '" + text + "': K");
+  shard.count = parse_int(text.substr(slash + 1), "--shard '" + text + "': N");
   if (shard.count < 1 || shard.index < 0 || shard.index >= shard.count) {
-    throw Error(ErrorCategory::kUsage, "--shard " + std::to_string(shard.index) + "/" +
-                                           std::to_string(shard.count) + ": needs 0 <= K < N");
+    throw Error(ErrorCategory::kUsage,
+                "--shard " + text + ": needs 0 <= K < N (shards count from 0: 0/" +
+                    std::to_string(std::max(shard.count, 1)) + " is the first of " +
+                    std::to_string(std::max(shard.count, 1)) + ")");
   }
   return shard;
+}
+
+Shard Shard::from_environment() {
+  const auto variable = [](const char* name) -> std::optional<int> {
+    const char* value = environment(name);
+    if (value == nullptr) return std::nullopt;
+    return parse_int(value, std::string("--shard auto: ") + name);
+  };
+  Shard shard;
+  std::string source;
+  if (const auto task = variable("SLURM_ARRAY_TASK_ID")) {
+    const auto count = variable("SLURM_ARRAY_TASK_COUNT");
+    if (!count) {
+      throw Error(ErrorCategory::kUsage,
+                  "--shard auto: SLURM_ARRAY_TASK_ID is set but SLURM_ARRAY_TASK_COUNT is not");
+    }
+    // Arrays may start anywhere and step (--array=1-16:2): the shard is the task's position.
+    const int first = variable("SLURM_ARRAY_TASK_MIN").value_or(0);
+    const int step = variable("SLURM_ARRAY_TASK_STEP").value_or(1);
+    if (step < 1 || *task < first || (*task - first) % step != 0) {
+      throw Error(ErrorCategory::kUsage,
+                  "--shard auto: SLURM_ARRAY_TASK_ID " + std::to_string(*task) +
+                      " is not on the array's grid (min " + std::to_string(first) + ", step " +
+                      std::to_string(step) + "); give --shard K/N");
+    }
+    // An array such as --array=0,5,9 is no grid: min, max and step disagree with the count.
+    if (const auto last = variable("SLURM_ARRAY_TASK_MAX");
+        last && (*last - first) / step + 1 != *count) {
+      throw Error(ErrorCategory::kUsage,
+                  "--shard auto: the Slurm array (min " + std::to_string(first) + ", max " +
+                      std::to_string(*last) + ", step " + std::to_string(step) +
+                      ") does not have " + std::to_string(*count) +
+                      " evenly spaced tasks; give --shard K/N");
+    }
+    shard.index = (*task - first) / step;
+    shard.count = *count;
+    source = "Slurm array task " + std::to_string(*task);
+  } else if (const auto rank = variable("OMPI_COMM_WORLD_RANK")) {
+    const auto size = variable("OMPI_COMM_WORLD_SIZE");
+    if (!size) {
+      throw Error(ErrorCategory::kUsage,
+                  "--shard auto: OMPI_COMM_WORLD_RANK is set but OMPI_COMM_WORLD_SIZE is not");
+    }
+    shard.index = *rank;
+    shard.count = *size;
+    source = "OpenMPI rank " + std::to_string(*rank);
+  } else {
+    throw Error(ErrorCategory::kUsage,
+                "--shard auto: neither SLURM_ARRAY_TASK_ID/SLURM_ARRAY_TASK_COUNT (a Slurm job "
+                "array task) nor OMPI_COMM_WORLD_RANK/OMPI_COMM_WORLD_SIZE (an mpirun rank) is "
+                "set; give --shard K/N");
+  }
+  if (shard.count < 1 || shard.index < 0 || shard.index >= shard.count) {
+    throw Error(ErrorCategory::kUsage,
+                "--shard auto: " + source + " gives shard " + std::to_string(shard.index) + " of " +
+                    std::to_string(shard.count) + " (a non-contiguous array?); give --shard K/N");
+  }
+  return shard;
+}
+
+std::string Shard::name() const { return std::to_string(index) + "/" + std::to_string(count); }
+
+std::string Shard::expand(const std::string& pattern) const {
+  std::string result = pattern;
+  for (const auto& [placeholder, value] :
+       {std::pair<std::string, std::string>{"{shard}", std::to_string(index)},
+        std::pair<std::string, std::string>{"{shards}", std::to_string(count)}}) {
+    for (auto at = result.find(placeholder); at != std::string::npos;
+         at = result.find(placeholder, at + value.size())) {
+      result.replace(at, placeholder.size(), value);
+    }
+  }
+  return result;
 }
 
 bool Shard::contains(const std::string& configuration_key) const {

@@ -1,5 +1,6 @@
 // carb's entry point: the only place that catches errors and turns them into exit codes.
 #include <CLI/CLI.hpp>
+#include <csignal>
 #include <iostream>
 
 #include "carb/error.hpp"
@@ -7,6 +8,10 @@
 #include "verbs.hpp"
 
 int main(int argc, char** argv) {
+  // Past a file size limit (ulimit -f, a batch system's RLIMIT_FSIZE) the kernel would kill carb
+  // with SIGXFSZ in the middle of a database write; ignored, the write fails with EFBIG, the
+  // transaction rolls back and carb says why.
+  std::signal(SIGXFSZ, SIG_IGN);
   CLI::App app{
       "carb: predict and screen the inference cost (energy, latency, peak memory) of "
       "CNN design spaces, and measure it on real hardware"};
@@ -20,6 +25,7 @@ int main(int argc, char** argv) {
   });
   carb::cli::add_space_verb(app);
   carb::cli::add_profile_verbs(app);
+  carb::cli::add_merge_verb(app);
   carb::cli::add_model_verbs(app);
   carb::cli::add_screen_verbs(app);
   try {

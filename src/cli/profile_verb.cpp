@@ -103,7 +103,6 @@ void run_profile(const ProfileOptions& options) {
   campaign.name = options.selection.keys_file.empty()
                       ? Space::from_file(options.selection.spec).name()
                       : options.selection.keys_file;
-  campaign.db_path = options.db;
   campaign.device = options.device;
   campaign.protocol = options.protocol;
   campaign.resume.retry_limit = options.retry_limit;
@@ -111,6 +110,7 @@ void run_profile(const ProfileOptions& options) {
       std::chrono::seconds(static_cast<long long>(options.protocol.timeout_s * 2 + 60));
   if (!options.time_budget.empty()) campaign.time_budget_s = parse_duration_s(options.time_budget);
   campaign.shard = Shard::parse(options.shard);
+  campaign.db_path = campaign.shard.expand(options.db);
   campaign.worker = {"/proc/self/exe", {"__worker"}};
   campaign.idle_window_s = options.idle_window_s;
 
@@ -127,9 +127,9 @@ void run_profile(const ProfileOptions& options) {
     outcomes += (outcomes.empty() ? "" : ", ") + status + " " + std::to_string(count);
   }
   std::cout << "campaign " << summary.campaign_id << " on " << summary.device_id << " into "
-            << options.db << "\n"
+            << campaign.db_path << "\n"
             << "  configurations: " << summary.selected << " selected, " << summary.in_shard
-            << " in shard " << campaign.shard.index << "/" << campaign.shard.count << "\n"
+            << " in shard " << campaign.shard.name() << "\n"
             << "  measured now:   " << measured << (outcomes.empty() ? "" : " (" + outcomes + ")")
             << "\n"
             << "  skipped:        " << summary.already_done << " already done, "
@@ -166,7 +166,10 @@ void add_profile_verbs(CLI::App& app) {
   profile->add_option("--keys", options->selection.keys_file,
                       "file with one configuration key per line");
   profile->add_option("--device", options->device, "device id or kind (default cpu)");
-  profile->add_option("--db", options->db, "SQLite database to write (created if missing)")
+  profile
+      ->add_option("--db", options->db,
+                   "SQLite database to write (created if missing); {shard} and {shards} "
+                   "in the name become K and N of --shard")
       ->required();
   profile->add_option("--sample", options->selection.sample,
                       "profile N configurations of the spec");
@@ -175,7 +178,9 @@ void add_profile_verbs(CLI::App& app) {
       ->check(CLI::IsMember({"random", "stratified"}));
   profile->add_option("--time-budget", options->time_budget,
                       "start no configuration after this long, e.g. 30m");
-  profile->add_option("--shard", options->shard, "K/N: measure the K-th of N shares; or auto");
+  profile->add_option("--shard", options->shard,
+                      "K/N: measure share K of N (0 <= K < N); auto: the Slurm array task's or "
+                      "mpirun rank's share");
   profile->add_option("--min-time", options->protocol.min_time_s, "timed seconds, at least");
   profile->add_option("--max-time", options->protocol.max_time_s, "timed seconds, at most");
   profile->add_option("--min-samples", options->protocol.min_samples, "timed passes, at least");

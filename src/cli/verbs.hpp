@@ -7,6 +7,7 @@ namespace carb::cli {
 
 void add_space_verb(CLI::App& app);
 void add_profile_verbs(CLI::App& app);
+void add_merge_verb(CLI::App& app);
 void add_model_verbs(CLI::App& app);
 void add_screen_verbs(CLI::App& app);
 

@@ -200,6 +200,22 @@ JOIN devices d ON d.id = m.device_id
 JOIN configurations k ON k.key = m.configuration_key;
 )sql";
 
+// Version 4: measurements that `carb merge` found in two databases under one measurement key
+// with different results. The measurements table keeps one of them (merge.cpp says which);
+// every other version is kept here whole (row, campaign, device fingerprint and samples as
+// JSON), once per distinct content.
+constexpr std::string_view kVersion4 = R"sql(
+CREATE TABLE measurement_conflicts (
+  id INTEGER PRIMARY KEY,
+  measurement_key TEXT NOT NULL CHECK (length(measurement_key) = 64),
+  content_sha256 TEXT NOT NULL CHECK (length(content_sha256) = 64),
+  source TEXT NOT NULL,
+  merged_at TEXT NOT NULL CHECK (merged_at GLOB '[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]T*Z'),
+  measurement TEXT NOT NULL CHECK (json_valid(measurement)),
+  UNIQUE (measurement_key, content_sha256)
+) STRICT;
+)sql";
+
 [[noreturn]] void throw_input(const std::string& message) {
   throw Error(ErrorCategory::kInput, message);
 }
@@ -248,7 +264,7 @@ std::string switch_to_wal(sqlite3* db) {
 }  // namespace
 
 const std::vector<std::string_view>& migrations() {
-  static const std::vector<std::string_view> steps = {kVersion1, kVersion2, kVersion3};
+  static const std::vector<std::string_view> steps = {kVersion1, kVersion2, kVersion3, kVersion4};
   return steps;
 }
 

@@ -3,6 +3,8 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <map>
+#include <optional>
 #include <set>
 
 #include "carb/campaign.hpp"
@@ -125,19 +127,130 @@ TEST(Shard, PartitionsKeysExactly) {
   EXPECT_EQ(std::set<std::string>(seen.begin(), seen.end()).size(), keys.size());
 }
 
-TEST(Shard, ParsesTextAndTheEnvironment) {
+// Sets environment variables for one scope and restores what was there.
+class ScopedEnvironment {
+ public:
+  explicit ScopedEnvironment(const std::map<std::string, std::string>& values) {
+    for (const char* name :
+         {"SLURM_ARRAY_TASK_ID", "SLURM_ARRAY_TASK_COUNT", "SLURM_ARRAY_TASK_MIN",
+          "SLURM_ARRAY_TASK_STEP", "SLURM_ARRAY_TASK_MAX", "OMPI_COMM_WORLD_RANK",
+          "OMPI_COMM_WORLD_SIZE"}) {
+      const char* old = std::getenv(name);
+      saved_[name] = old != nullptr ? std::optional<std::string>(old) : std::nullopt;
+      ::unsetenv(name);
+    }
+    for (const auto& [name, value] : values) ::setenv(name.c_str(), value.c_str(), 1);
+  }
+  ~ScopedEnvironment() {
+    for (const auto& [name, value] : saved_) {
+      if (value) {
+        ::setenv(name.c_str(), value->c_str(), 1);
+      } else {
+        ::unsetenv(name.c_str());
+      }
+    }
+  }
+
+ private:
+  std::map<std::string, std::optional<std::string>> saved_;
+};
+
+std::string usage_error(const std::string& text) {
+  try {
+    Shard::parse(text);
+  } catch (const Error& error) {
+    EXPECT_EQ(error.exit_code(), 2) << text;
+    return error.what();
+  }
+  ADD_FAILURE() << "no error for " << text;
+  return "";
+}
+
+TEST(Shard, ParsesKOfNCountingFromZero) {
   EXPECT_EQ(Shard::parse("2/5").index, 2);
   EXPECT_EQ(Shard::parse("2/5").count, 5);
-  for (const char* bad : {"5/5", "-1/3", "1", "a/b", "1/0", "1/2/3"}) {
+  EXPECT_EQ(Shard::parse("0/1").name(), "0/1");
+  for (const char* bad : {"5/5", "-1/3", "1", "a/b", "1/0", "1/2/3", "/3", "1/", " 1/3", "1/3 "}) {
     EXPECT_THROW(Shard::parse(bad), Error) << bad;
   }
-  ::setenv("SLURM_ARRAY_TASK_ID", "3", 1);
-  ::setenv("SLURM_ARRAY_TASK_COUNT", "8", 1);
-  EXPECT_EQ(Shard::parse("auto").index, 3);
-  EXPECT_EQ(Shard::parse("auto").count, 8);
-  ::unsetenv("SLURM_ARRAY_TASK_ID");
-  ::unsetenv("SLURM_ARRAY_TASK_COUNT");
-  EXPECT_EQ(Shard::parse("auto").count, 1);
+  EXPECT_EQ(usage_error("4/4"),
+            "--shard 4/4: needs 0 <= K < N (shards count from 0: 0/4 is the first of 4)");
+  EXPECT_EQ(usage_error("3"),
+            "--shard '3': expected K/N (0 <= K < N, shards count from 0) or auto");
+  EXPECT_EQ(usage_error("x/4"), "--shard 'x/4': K 'x' is not an integer");
+}
+
+TEST(Shard, AutoReadsSlurmArrays) {
+  using Variables = std::map<std::string, std::string>;
+  // (environment, the shard it means or the error it gets)
+  const std::vector<std::pair<Variables, std::string>> cases = {
+      {{{"SLURM_ARRAY_TASK_ID", "3"}, {"SLURM_ARRAY_TASK_COUNT", "8"}}, "3/8"},
+      // --array=1-8: tasks 1..8 are shards 0..7.
+      {{{"SLURM_ARRAY_TASK_ID", "8"},
+        {"SLURM_ARRAY_TASK_COUNT", "8"},
+        {"SLURM_ARRAY_TASK_MIN", "1"},
+        {"SLURM_ARRAY_TASK_STEP", "1"}},
+       "7/8"},
+      // --array=10-16:3: tasks 10, 13, 16 are shards 0, 1, 2.
+      {{{"SLURM_ARRAY_TASK_ID", "13"},
+        {"SLURM_ARRAY_TASK_COUNT", "3"},
+        {"SLURM_ARRAY_TASK_MIN", "10"},
+        {"SLURM_ARRAY_TASK_MAX", "16"},
+        {"SLURM_ARRAY_TASK_STEP", "3"}},
+       "1/3"},
+      // --array=0,5,9: not a grid Slurm describes with min and step.
+      {{{"SLURM_ARRAY_TASK_ID", "9"},
+        {"SLURM_ARRAY_TASK_COUNT", "3"},
+        {"SLURM_ARRAY_TASK_MIN", "0"}},
+       "--shard auto: Slurm array task 9 gives shard 9 of 3 (a non-contiguous array?); give "
+       "--shard K/N"},
+      {{{"SLURM_ARRAY_TASK_ID", "0"},
+        {"SLURM_ARRAY_TASK_COUNT", "3"},
+        {"SLURM_ARRAY_TASK_MIN", "0"},
+        {"SLURM_ARRAY_TASK_MAX", "9"},
+        {"SLURM_ARRAY_TASK_STEP", "1"}},
+       "--shard auto: the Slurm array (min 0, max 9, step 1) does not have 3 evenly spaced "
+       "tasks; give --shard K/N"},
+      {{{"SLURM_ARRAY_TASK_ID", "2"}},
+       "--shard auto: SLURM_ARRAY_TASK_ID is set but SLURM_ARRAY_TASK_COUNT is not"},
+      {{{"SLURM_ARRAY_TASK_ID", "two"}, {"SLURM_ARRAY_TASK_COUNT", "4"}},
+       "--shard auto: SLURM_ARRAY_TASK_ID 'two' is not an integer"},
+  };
+  for (const auto& [variables, expected] : cases) {
+    const ScopedEnvironment slurm(variables);
+    if (expected.starts_with("--shard")) {
+      EXPECT_EQ(usage_error("auto"), expected);
+    } else {
+      EXPECT_EQ(Shard::parse("auto").name(), expected);
+    }
+  }
+}
+
+TEST(Shard, AutoReadsOpenMpiRanksAndFailsWithoutAnything) {
+  {
+    const ScopedEnvironment mpi({{"OMPI_COMM_WORLD_RANK", "2"}, {"OMPI_COMM_WORLD_SIZE", "3"}});
+    EXPECT_EQ(Shard::parse("auto").name(), "2/3");
+  }
+  {
+    // A Slurm array whose tasks run mpirun: the array decides the shard.
+    const ScopedEnvironment both({{"SLURM_ARRAY_TASK_ID", "1"},
+                                  {"SLURM_ARRAY_TASK_COUNT", "2"},
+                                  {"OMPI_COMM_WORLD_RANK", "0"},
+                                  {"OMPI_COMM_WORLD_SIZE", "4"}});
+    EXPECT_EQ(Shard::parse("auto").name(), "1/2");
+  }
+  const ScopedEnvironment nothing(std::map<std::string, std::string>{});
+  EXPECT_EQ(usage_error("auto"),
+            "--shard auto: neither SLURM_ARRAY_TASK_ID/SLURM_ARRAY_TASK_COUNT (a Slurm job array "
+            "task) nor OMPI_COMM_WORLD_RANK/OMPI_COMM_WORLD_SIZE (an mpirun rank) is set; give "
+            "--shard K/N");
+}
+
+TEST(Shard, ExpandsFileNames) {
+  const Shard shard = Shard::parse("3/8");
+  EXPECT_EQ(shard.expand("runs-{shard}-of-{shards}.sqlite"), "runs-3-of-8.sqlite");
+  EXPECT_EQ(shard.expand("{shard}{shard}/x"), "33/x");
+  EXPECT_EQ(shard.expand("plain.sqlite"), "plain.sqlite");
 }
 
 TEST(Duration, ParsesUnits) {

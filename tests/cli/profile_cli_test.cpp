@@ -8,6 +8,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <random>
 #include <sstream>
 #include <thread>
@@ -125,6 +126,40 @@ TEST(ProfileCli, ConcurrentCampaignsNeverMeasureAKeyTwice) {
   }
 }
 
+TEST(ProfileCli, ShardsSplitTheKeysIntoTheirOwnFilesAndMergeBack) {
+  const std::string keys = write_keys("shard-keys.txt", 9);
+  std::map<std::string, int> seen;
+  for (int shard = 0; shard < 3; ++shard) {
+    const std::string db = fresh_db("shard-" + std::to_string(shard) + ".sqlite");
+    const std::string log = testing::TempDir() + "shard.log";
+    ASSERT_EQ(
+        wait_for(start("profile --keys " + keys + " --db " + testing::TempDir() +
+                           "shard-{shard}.sqlite --shard " + std::to_string(shard) + "/3" + kQuick,
+                       log)),
+        0)
+        << slurp(log);
+    EXPECT_NE(slurp(log).find(" in shard " + std::to_string(shard) + "/3\n"), std::string::npos)
+        << slurp(log);
+    EXPECT_NE(slurp(log).find(" into " + db + "\n"), std::string::npos) << slurp(log);
+    for (const auto& row : exported_rows(db)) ++seen[row.substr(row.find("basic10_"), 30)];
+  }
+  // Every key in exactly one shard's file.
+  ASSERT_EQ(seen.size(), 9u);
+  for (const auto& [key, count] : seen) EXPECT_EQ(count, 1) << key;
+
+  // Merged back, and merged twice, they are the whole campaign once.
+  const std::string merged = fresh_db("shards-merged.sqlite");
+  std::string shards;
+  for (int shard = 0; shard < 3; ++shard) {
+    shards += " " + testing::TempDir() + "shard-" + std::to_string(shard) + ".sqlite";
+  }
+  const std::string log = testing::TempDir() + "merge.log";
+  ASSERT_EQ(wait_for(start("merge --db " + merged + shards + shards, log)), 0) << slurp(log);
+  const auto rows = exported_rows(merged);
+  ASSERT_EQ(rows.size(), 9u) << slurp(log);
+  for (const auto& [key, count] : seen) EXPECT_EQ(count_key(rows, key + "_k10"), 1) << key;
+}
+
 TEST(ProfileCli, EnergyIsNullWithItsReasonOnThisMachine) {
   if (std::filesystem::exists("/sys/class/powercap") ||
       std::filesystem::exists("/sys/bus/event_source/devices/power")) {
@@ -141,6 +176,10 @@ TEST(ProfileCli, EnergyIsNullWithItsReasonOnThisMachine) {
 }
 
 TEST(ProfileCli, BadInputIsOneLineAndExitTwo) {
+  for (const char* name : {"SLURM_ARRAY_TASK_ID", "SLURM_ARRAY_TASK_COUNT", "OMPI_COMM_WORLD_RANK",
+                           "OMPI_COMM_WORLD_SIZE"}) {
+    ::unsetenv(name);
+  }
   const std::string keys = testing::TempDir() + "bad-keys.txt";
   std::ofstream(keys) << "basic10_w0.25_nods_r32_b1_fp32\n  basic11_w1_ds_r64_b1_fp32\n";
   const std::string not_db = testing::TempDir() + "not-a-db.sqlite";
@@ -156,7 +195,11 @@ TEST(ProfileCli, BadInputIsOneLineAndExitTwo) {
       {"profile --keys " + write_keys("ok-keys.txt", 1) + " --db x.sqlite --time-budget soon",
        "duration 'soon'"},
       {"profile --keys " + write_keys("ok-keys.txt", 1) + " --db x.sqlite --shard 3/2",
-       "--shard 3/2"},
+       "--shard 3/2: needs 0 <= K < N (shards count from 0: 0/2 is the first of 2)"},
+      {"profile --keys " + write_keys("ok-keys.txt", 1) + " --db x.sqlite --shard 1of2",
+       "--shard '1of2': expected K/N"},
+      {"profile --keys " + write_keys("ok-keys.txt", 1) + " --db x.sqlite --shard auto",
+       "--shard auto: neither SLURM_ARRAY_TASK_ID/SLURM_ARRAY_TASK_COUNT"},
       {"export --db " + not_db, "not a carb database"},
       {"export --db /nonexistent.sqlite", "/nonexistent.sqlite"},
   };

@@ -15,10 +15,8 @@ struct CommandResult {
   std::string out;  // stdout, and stderr unless left out
 };
 
-/// Runs `carb <arguments>` through the shell and collects its output.
-inline CommandResult run(const std::string& arguments, bool with_stderr = true) {
-  const std::string command =
-      std::string(CARB_BINARY) + " " + arguments + (with_stderr ? " 2>&1" : " 2>/dev/null");
+/// Runs a shell command line and collects its output (stdout; stderr too if it says 2>&1).
+inline CommandResult run_shell(const std::string& command) {
   FILE* pipe = popen(command.c_str(), "r");
   EXPECT_NE(pipe, nullptr);
   CommandResult result;
@@ -30,6 +28,12 @@ inline CommandResult run(const std::string& arguments, bool with_stderr = true) 
   const int status = pclose(pipe);
   result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   return result;
+}
+
+/// Runs `carb <arguments>` through the shell and collects its output.
+inline CommandResult run(const std::string& arguments, bool with_stderr = true) {
+  return run_shell(std::string(CARB_BINARY) + " " + arguments +
+                   (with_stderr ? " 2>&1" : " 2>/dev/null"));
 }
 
 }  // namespace carb_test

@@ -26,8 +26,8 @@ TEST(StoreSchema, CreatesAWalDatabaseWithCarbsIdAndVersion) {
   EXPECT_EQ(raw.integer("PRAGMA application_id"), 0x43415242);
   EXPECT_EQ(raw.integer("PRAGMA user_version"), Store::kSchemaVersion);
   EXPECT_EQ(raw.text("PRAGMA journal_mode"), "wal");
-  for (const char* table :
-       {"campaigns", "devices", "configurations", "measurements", "samples", "claims"}) {
+  for (const char* table : {"campaigns", "devices", "configurations", "measurements", "samples",
+                            "claims", "measurement_conflicts"}) {
     EXPECT_EQ(raw.integer(std::string("SELECT count(*) FROM sqlite_schema WHERE type = 'table' "
                                       "AND name = '") +
                           table + "'"),
@@ -159,7 +159,7 @@ TEST(StoreSchema, ASecondConnectionFindsTheSchemaDone) {
   Store first = Store::create_or_open(path);
   Store second = Store::create_or_open(path);
   RawDb raw(path);
-  EXPECT_EQ(raw.integer("SELECT count(*) FROM sqlite_schema WHERE type = 'table'"), 6);
+  EXPECT_EQ(raw.integer("SELECT count(*) FROM sqlite_schema WHERE type = 'table'"), 7);
 }
 
 }  // namespace

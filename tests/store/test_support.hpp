@@ -81,19 +81,7 @@ struct StoreFixture : ::testing::Test {
   Store store = Store::create_or_open(path);
   std::int64_t campaign_id = 0;
 
-  void SetUp() override {
-    CampaignRecord campaign;
-    campaign.name = "unit";
-    campaign.spec_text = kSpecText;
-    campaign.protocol_json = kProtocolJson;
-    campaign_id = store.ensure_campaign(campaign);
-    DeviceRecord device;
-    device.fingerprint = kDeviceFingerprint;
-    device.kind = "cpu";
-    device.name = "Fake 9000";
-    device.details_json = R"({"cores":2,"model":"Fake 9000"})";
-    store.ensure_device(device);
-  }
+  void SetUp() override { campaign_id = ensure_test_campaign(store, "unit"); }
 };
 
 /// The message of the carb::Error that `action` throws, checking its category.

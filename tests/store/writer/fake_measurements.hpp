@@ -34,6 +34,23 @@ inline std::string key_of(int index) {
                          kProtocolJson);
 }
 
+/// Records the test campaign (named `name`) and the test device in `store`; returns the
+/// campaign's id.
+inline std::int64_t ensure_test_campaign(Store& store, const std::string& name) {
+  CampaignRecord campaign;
+  campaign.name = name;
+  campaign.spec_text = kSpecText;
+  campaign.protocol_json = kProtocolJson;
+  const std::int64_t campaign_id = store.ensure_campaign(campaign);
+  DeviceRecord device;
+  device.fingerprint = kDeviceFingerprint;
+  device.kind = "cpu";
+  device.name = "Fake 9000";
+  device.details_json = R"({"cores":2,"model":"Fake 9000"})";
+  store.ensure_device(device);
+  return campaign_id;
+}
+
 /// Nearest-rank percentile of sorted values.
 inline double percentile(const std::vector<double>& sorted, double fraction) {
   const auto rank =

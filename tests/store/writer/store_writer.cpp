@@ -64,16 +64,7 @@ int run(int argc, char** argv) {
   }
 
   Store store = Store::create_or_open(path);
-  CampaignRecord campaign;
-  campaign.name = "crash-test";
-  campaign.spec_text = store_test::kSpecText;
-  campaign.protocol_json = store_test::kProtocolJson;
-  const std::int64_t campaign_id = store.ensure_campaign(campaign);
-  DeviceRecord device;
-  device.fingerprint = store_test::kDeviceFingerprint;
-  device.kind = "cpu";
-  device.name = "Fake 9000";
-  store.ensure_device(device);
+  const std::int64_t campaign_id = store_test::ensure_test_campaign(store, "crash-test");
 
   std::vector<std::string> keys;
   keys.reserve(static_cast<std::size_t>(count));
