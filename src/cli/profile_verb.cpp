@@ -62,6 +62,8 @@ struct ProfileOptions {
   double idle_window_s = 2.0;
 };
 
+}  // namespace
+
 std::string duration_text(double seconds) {
   const auto total = static_cast<long long>(seconds + 0.5);
   std::ostringstream text;
@@ -90,6 +92,8 @@ void print_progress(const CampaignProgress& progress, bool terminal) {
     std::cerr << line.str() << "\n";
   }
 }
+
+namespace {
 
 void run_profile(const ProfileOptions& options) {
   if (options.selection.spec.empty() == options.selection.keys_file.empty()) {

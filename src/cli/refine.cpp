@@ -11,6 +11,8 @@
 #include <random>
 #include <set>
 
+#include <unistd.h>
+
 #include "carb/campaign.hpp"
 #include "carb/error.hpp"
 #include "screening.hpp"
@@ -223,7 +225,11 @@ void run_refine(const ScreenCommand& command, ScreenSetup& setup) {
         if (std::isfinite(time_budget)) {
           options.time_budget_s = std::max(1.0, time_budget - seconds_since(start));
         }
-        run_campaign(chosen, options, {});
+        const bool terminal = ::isatty(STDERR_FILENO) != 0;
+        run_campaign(chosen, options, [terminal](const CampaignProgress& progress) {
+          print_progress(progress, terminal);
+        });
+        if (terminal) std::cerr << "\n";
         train = dataset_from_store(Store::open(command.db), fingerprint);
       }
       round.measure_s = seconds_since(measure_start);
