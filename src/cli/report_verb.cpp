@@ -156,6 +156,8 @@ void print_device(const DeviceCharacterization& device) {
                       ? cell_text(*device.matched_energy_latency_divergence)
                       : std::string("n/a"))
               << "\n";
+  } else if (!device.targets[static_cast<std::size_t>(Target::kEnergy)].available) {
+    std::cout << "unavailable (energy is, above)\n";
   } else {
     std::cout << "unavailable: " << device.divergence_reason << "\n";
   }

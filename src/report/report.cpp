@@ -217,7 +217,10 @@ std::string characterization_html(const Characterization& characterization) {
                            ? " (the same networks: " +
                                  format_number(*device.matched_energy_latency_divergence, 3) + ")"
                            : std::string())
-                : "<span class=\"note\">unavailable: " + escape_html(device.divergence_reason) +
+                : "<span class=\"note\">unavailable" +
+                      (device.targets[static_cast<std::size_t>(Target::kEnergy)].available
+                           ? ": " + escape_html(device.divergence_reason)
+                           : std::string(" (energy is, above)")) +
                       "</span>") +
            "</p>";
 
