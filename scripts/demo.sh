@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # carb's main job: design spaces and their features, a short real profiling campaign on this
 # machine's CPU, the CARB predictor fitted on the shipped reference campaign, screening to a
-# Pareto shortlist and its validation by measurement. The report joins when it lands. A second
-# run resumes the campaigns instead of starting over.
+# Pareto shortlist and its validation by measurement, the characterization of what was measured,
+# and the HTML report. A second run resumes: measured configurations are not measured again and
+# the model is reused while it is newer than carb and the reference campaign.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/build.sh
@@ -47,22 +48,42 @@ echo "database: $out/runs.sqlite; measurements with features: $out/runs.csv"
 echo
 echo "== the CARB predictor, fitted on the shipped reference campaign (data/README.md)"
 [ -s "$out/cpu-reference.sqlite" ] || xz -dc data/cpu-reference.sqlite.xz > "$out/cpu-reference.sqlite"
-"$carb" fit --db "$out/cpu-reference.sqlite" -o "$out/cpu-model.json"
+if [ -s "$out/cpu-model.json" ] && [ "$out/cpu-model.json" -nt "$carb" ] &&
+  [ "$out/cpu-model.json" -nt data/cpu-reference.sqlite.xz ]; then
+  echo "reusing $out/cpu-model.json (newer than carb and the reference campaign; delete it to refit)"
+else
+  # One XGBoost thread: OpenMP threads collapse when another process holds a core (docs/benchmarks.md).
+  "$carb" fit --db "$out/cpu-reference.sqlite" -o "$out/cpu-model.json" --threads 1
+fi
 
 echo
 echo "== the reference model scored on this machine's 24 measurements"
 "$carb" evaluate --model "$out/cpu-model.json" --db "$out/runs.sqlite"
 
+budget='latency<=2ms,memory<=32MiB'
 echo
-echo "== screening cpu-demo.yaml to a Pareto shortlist under a budget"
+echo "== screening cpu-demo.yaml to a Pareto shortlist under $budget"
 "$carb" screen --model "$out/cpu-model.json" --spec examples/spaces/cpu-demo.yaml \
-  --budget 'latency<=2ms,memory<=32MiB' -o "$out/shortlist.csv" --json "$out/shortlist.json"
+  --budget "$budget" -o "$out/shortlist.csv" --json "$out/shortlist.json" \
+  --candidates "$out/candidates.csv"
 
 echo
 echo "== validating the shortlist by measuring it on this machine"
 "$carb" validate --shortlist "$out/shortlist.csv" --measure --db "$out/validate.sqlite" \
-  --budget 'latency<=2ms,memory<=32MiB'
+  --budget "$budget"
+
+databases=(--db "$out/cpu-reference.sqlite" --db "$out/runs.sqlite" --db "$out/validate.sqlite")
+echo
+echo "== characterization (method.md §6) of the reference campaign and this machine's measurements"
+"$carb" characterize "${databases[@]}" --model "$out/cpu-model.json"
 
 echo
-echo "outputs: $out/runs.sqlite (measurements), $out/cpu-model.json (model),"
-echo "         $out/shortlist.csv and $out/shortlist.json (shortlist), $out/validate.sqlite (its measurements)"
+echo "== the report"
+"$carb" report "${databases[@]}" --model "$out/cpu-model.json" --shortlist "$out/shortlist.csv" \
+  --candidates "$out/candidates.csv" --budget "$budget" -o "$out/report.html"
+
+echo
+echo "outputs: $out/runs.sqlite (this machine's measurements), $out/cpu-model.json (model),"
+echo "         $out/shortlist.csv, $out/shortlist.json and $out/candidates.csv (screening),"
+echo "         $out/validate.sqlite (the shortlist measured), $out/report.html (the report: open it"
+echo "         in a browser; it needs no network)"

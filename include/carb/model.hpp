@@ -17,6 +17,7 @@
 namespace carb {
 
 class Store;
+struct MeasuredTargets;
 
 // ---------------------------------------------------------------------------------------------
 // Data
@@ -63,6 +64,11 @@ void architecture_features(const Config& config, const Features& features, float
 /// configuration). `device` may be empty when the store holds one device; otherwise throws
 /// carb::Error (input) listing the devices.
 Dataset dataset_from_store(const Store& store, std::string_view device = {});
+/// The same from measurements of one device already read (from one store or several), ordered
+/// by configuration key, then finish time: the latest of a configuration's repeats is used.
+Dataset dataset_from_measurements(const std::vector<MeasuredTargets>& measured,
+                                  const std::string& device_fingerprint,
+                                  const std::string& device_name);
 
 /// A parsed CSV file (RFC 4180: quoted fields, doubled quotes, embedded commas and newlines).
 struct CsvTable {
@@ -164,6 +170,10 @@ struct FitReport {
   std::vector<MethodScores> scores;  ///< on the test split, carb first
   std::vector<std::string> notes;    ///< decisions (corrector skipped, target unavailable, ...)
   double fit_seconds = 0;
+  /// Ids (configuration keys, or "line N" of a table) of the rows the model was fitted on: the
+  /// train, validation and calibration splits. Empty for a model file written before carb
+  /// recorded them.
+  std::vector<std::string> fitted_ids;
 };
 
 /// A fitted CARB predictor for one device (or one table). Copyable is not needed: move-only.

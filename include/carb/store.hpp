@@ -181,6 +181,16 @@ struct MergeReport {
   std::vector<MergeConflict> conflicts;  ///< final in both, different; counted in replaced/kept
 };
 
+/// One measurement's outcome, whatever its status: what a campaign overview counts.
+struct MeasurementOutcome {
+  std::string configuration_key;
+  std::string device_fingerprint;
+  MeasurementStatus status = MeasurementStatus::kError;
+  std::string detail;  ///< why it failed, or notes on a successful one
+  int attempts = 0;
+  std::string finished_at;  ///< ISO 8601 UTC, as stored
+};
+
 /// Formats of Store::export_measurements.
 enum class ExportFormat { kCsv, kJsonLines };
 
@@ -219,6 +229,9 @@ class Store {
   /// Every successful measurement (status ok), of one device or of all when `fingerprint` is
   /// empty, ordered by configuration key, then finish time.
   std::vector<MeasuredTargets> ok_measurements(std::string_view fingerprint = {}) const;
+  /// Every measurement of any status, of one device or of all when `fingerprint` is empty,
+  /// ordered by configuration key, then finish time.
+  std::vector<MeasurementOutcome> outcomes(std::string_view fingerprint = {}) const;
 
   /// Writes one measurement, its configuration and its raw samples in one transaction, and
   /// drops any claim on its key. Idempotent by key: a final row is never replaced; a failed

@@ -28,6 +28,7 @@ int main(int argc, char** argv) {
   carb::cli::add_merge_verb(app);
   carb::cli::add_model_verbs(app);
   carb::cli::add_screen_verbs(app);
+  carb::cli::add_report_verbs(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::Success& success) {

@@ -380,6 +380,31 @@ void report_screen(const ScreenCommand& command, const ScreenSetup& setup,
     csv->finish();
     std::cerr << "wrote " << command.output << " (" << ranked.size() << " rows)\n";
   }
+  // Every candidate stage 2 scored: the feasible set around the front (the report draws it).
+  if (!command.candidates_output.empty()) {
+    std::ofstream file(command.candidates_output);
+    if (!file) throw Error(ErrorCategory::kRuntime, command.candidates_output + ": cannot write");
+    std::vector<std::string> candidate_columns = {"key", "feasible", "p_feasible", "front_rank"};
+    candidate_columns.insert(candidate_columns.end(), columns.begin() + 3, columns.end());
+    std::vector<std::size_t> front_rank(pool.size(), 0);
+    for (std::size_t r = 0; r < ranked.size(); ++r)
+      front_rank[feasible[front[ranked[r].index]]] = r + 1;
+    auto csv = make_row_writer(Format::kCsv, candidate_columns, file);
+    for (std::size_t i = 0; i < pool.size(); ++i) {
+      std::vector<Cell> row = {
+          pool[i].key, assessed[i].feasible, assessed[i].probability,
+          front_rank[i] > 0 ? Cell(static_cast<std::int64_t>(front_rank[i])) : Cell(std::string())};
+      for (std::size_t t = 0; t < model.targets().size(); ++t) {
+        if (!predictions[t][i].available) continue;
+        row.insert(row.end(),
+                   {predictions[t][i].value, predictions[t][i].low, predictions[t][i].high});
+      }
+      if (!measured.empty()) row.emplace_back(static_cast<bool>(measured[i]));
+      csv->row(row);
+    }
+    csv->finish();
+    std::cerr << "wrote " << command.candidates_output << " (" << pool.size() << " rows)\n";
+  }
   if (!command.json_output.empty()) {
     nlohmann::json shortlist = nlohmann::json::array();
     for (std::size_t r = 0; r < ranked.size(); ++r) {
@@ -664,6 +689,8 @@ void add_screen_verbs(CLI::App& app) {
   verb->add_option("--top", screen->top, "rows to print (20); the files hold the whole front");
   verb->add_option("-o,--output", screen->output, "the ranked front as CSV, with features");
   verb->add_option("--json", screen->json_output, "the ranked front and the counts as JSON");
+  verb->add_option("--candidates", screen->candidates_output,
+                   "every candidate stage 2 scored, feasible or not, as CSV (for carb report)");
   verb->add_option("--format", screen->format, "table, csv or json");
   verb->add_option("--refine", screen->refine,
                    "active profiling: measure N configurations per round that could most change "

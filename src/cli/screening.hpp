@@ -33,6 +33,7 @@ struct ScreenCommand {
   std::size_t top = 20;
   std::string output;
   std::string json_output;
+  std::string candidates_output;  ///< every stage-2 candidate as CSV (for carb report)
   std::string format = "table";
   // Active profiling (refine.cpp).
   std::size_t refine = 0;  ///< configurations to measure per round; 0: no active profiling

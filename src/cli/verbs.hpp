@@ -10,5 +10,6 @@ void add_profile_verbs(CLI::App& app);
 void add_merge_verb(CLI::App& app);
 void add_model_verbs(CLI::App& app);
 void add_screen_verbs(CLI::App& app);
+void add_report_verbs(CLI::App& app);
 
 }  // namespace carb::cli

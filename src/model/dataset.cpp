@@ -142,14 +142,19 @@ Dataset dataset_from_store(const Store& store, std::string_view device) {
                                            "'; it has: " + (devices.empty() ? "none" : list()));
   }
 
+  return dataset_from_measurements(store.ok_measurements(fingerprint), fingerprint, found->name);
+}
+
+Dataset dataset_from_measurements(const std::vector<MeasuredTargets>& measured,
+                                  const std::string& device_fingerprint,
+                                  const std::string& device_name) {
   // Latest measurement per configuration (rows come ordered by key, then finish time).
-  std::vector<MeasuredTargets> measured = store.ok_measurements(fingerprint);
   Dataset data;
   data.schema = "carb-ir-1";
   data.feature_names = architecture_feature_names();
   data.targets = store_targets();
-  data.device_fingerprint = fingerprint;
-  data.device_name = found->name;
+  data.device_fingerprint = device_fingerprint;
+  data.device_name = device_name;
   data.y.assign(data.targets.size(), {});
   data.missing_reason.assign(data.targets.size(), "");
   std::map<std::string, int> energy_reasons;

@@ -822,6 +822,9 @@ Predictor Predictor::fit(const Dataset& data, const FitOptions& options, FitRepo
     }
   }
   const std::vector<Role> roles = split_rows(data, options);
+  for (std::size_t i = 0; i < roles.size(); ++i) {
+    if (roles[i] != Role::kTest) report.fitted_ids.push_back(data.ids[i]);
+  }
   for (Role role : roles) {
     (role == Role::kTrain         ? report.train_rows
      : role == Role::kValidation  ? report.validation_rows
@@ -1110,7 +1113,8 @@ std::string Predictor::to_json_text() const {
           {"test", self.report.test_rows}}},
         {"scores", scores},
         {"notes", self.report.notes},
-        {"fit_seconds", self.report.fit_seconds}}},
+        {"fit_seconds", self.report.fit_seconds},
+        {"fitted_ids", self.report.fitted_ids}}},
   };
   return file.dump();  // compact: a third of the indented size, and it loads faster
 }
@@ -1261,6 +1265,8 @@ Predictor Predictor::from_json_text(std::string_view text, const std::string& or
     }
     evaluation.at("notes").get_to(impl->report.notes);
     impl->report.fit_seconds = evaluation.at("fit_seconds").get<double>();
+    if (evaluation.contains("fitted_ids"))
+      evaluation.at("fitted_ids").get_to(impl->report.fitted_ids);
     return Predictor(std::move(impl));
   } catch (const json::exception& e) {
     throw Error(ErrorCategory::kInput, origin + ": corrupt carb model file: " + e.what());

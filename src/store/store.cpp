@@ -238,6 +238,37 @@ std::vector<DeviceRecord> Store::devices() const {
   return devices;
 }
 
+namespace {
+
+// The status column of a row; the schema's CHECK admits no other values.
+MeasurementStatus read_status(const Statement& row) {
+  const auto status = parse_measurement_status(row.text("status"));
+  CARB_CHECK(status.has_value(), "status '" + row.text("status") + "' outside the schema's CHECK");
+  return *status;
+}
+
+}  // namespace
+
+std::vector<MeasurementOutcome> Store::outcomes(std::string_view fingerprint) const {
+  Statement rows(impl_->db.get(),
+                 "SELECT m.configuration_key, d.fingerprint, m.status, m.detail, m.attempts, "
+                 "m.finished_at FROM measurements m JOIN devices d ON d.id = m.device_id "
+                 "WHERE :fingerprint = '' OR d.fingerprint = :fingerprint "
+                 "ORDER BY m.configuration_key, m.finished_at, m.id");
+  rows.bind(":fingerprint", fingerprint);
+  std::vector<MeasurementOutcome> outcomes;
+  while (rows.step()) {
+    MeasurementOutcome& row = outcomes.emplace_back();
+    row.configuration_key = rows.text("configuration_key");
+    row.device_fingerprint = rows.text("fingerprint");
+    row.status = read_status(rows);
+    row.detail = rows.text("detail");
+    row.attempts = static_cast<int>(rows.integer("attempts"));
+    row.finished_at = rows.text("finished_at");
+  }
+  return outcomes;
+}
+
 std::vector<MeasuredTargets> Store::ok_measurements(std::string_view fingerprint) const {
   Statement rows(
       impl_->db.get(),
@@ -265,13 +296,6 @@ std::vector<MeasuredTargets> Store::ok_measurements(std::string_view fingerprint
 }
 
 namespace {
-
-// The status column of a row; the schema's CHECK admits no other values.
-MeasurementStatus read_status(const Statement& row) {
-  const auto status = parse_measurement_status(row.text("status"));
-  CARB_CHECK(status.has_value(), "status '" + row.text("status") + "' outside the schema's CHECK");
-  return *status;
-}
 
 // Rejects what the schema cannot: NaN and infinities (SQLite would store NaN as NULL) and
 // statistics that disagree with the raw samples they summarise.

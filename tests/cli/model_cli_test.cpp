@@ -18,17 +18,9 @@
 namespace {
 
 using carb_test::CommandResult;
+using carb_test::lines;
 using carb_test::run;
-
-void sql(const std::string& db, const std::string& statement) {
-  sqlite3* handle = nullptr;
-  ASSERT_EQ(sqlite3_open(db.c_str(), &handle), SQLITE_OK);
-  char* error = nullptr;
-  EXPECT_EQ(sqlite3_exec(handle, statement.c_str(), nullptr, nullptr, &error), SQLITE_OK)
-      << (error ? error : "");
-  sqlite3_free(error);
-  sqlite3_close(handle);
-}
+using carb_test::sql;
 
 // Writes the configuration keys of a database's measurements to `path`, one per line.
 void write_keys(const std::string& db, const std::string& path) {
@@ -44,10 +36,6 @@ void write_keys(const std::string& db, const std::string& path) {
   }
   sqlite3_finalize(statement);
   sqlite3_close(handle);
-}
-
-int lines(const std::string& text) {
-  return static_cast<int>(std::count(text.begin(), text.end(), '\n'));
 }
 
 // One fit of the reference campaign shared by the tests (it takes seconds).

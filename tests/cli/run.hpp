@@ -2,8 +2,10 @@
 #pragma once
 
 #include <gtest/gtest.h>
+#include <sqlite3.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <string>
@@ -34,6 +36,22 @@ inline CommandResult run_shell(const std::string& command) {
 inline CommandResult run(const std::string& arguments, bool with_stderr = true) {
   return run_shell(std::string(CARB_BINARY) + " " + arguments +
                    (with_stderr ? " 2>&1" : " 2>/dev/null"));
+}
+
+/// Runs SQL on a database behind carb's back (the tests edit copies of databases).
+inline void sql(const std::string& db, const std::string& statement) {
+  sqlite3* handle = nullptr;
+  ASSERT_EQ(sqlite3_open(db.c_str(), &handle), SQLITE_OK);
+  char* error = nullptr;
+  EXPECT_EQ(sqlite3_exec(handle, statement.c_str(), nullptr, nullptr, &error), SQLITE_OK)
+      << (error ? error : "");
+  sqlite3_free(error);
+  sqlite3_close(handle);
+}
+
+/// The number of lines of a command's output.
+inline int lines(const std::string& text) {
+  return static_cast<int>(std::count(text.begin(), text.end(), '\n'));
 }
 
 }  // namespace carb_test
