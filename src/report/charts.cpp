@@ -195,6 +195,7 @@ void add_overview(Page& page, const CampaignData& data) {
     status["facet"] = {{"column", {{"field", "device"}, {"type", "nominal"}}}};
     status["spec"] = {{"width", 220}, {"height", kHeight}, {"layer", status_layers}};
   } else {
+    status["width"] = 240;
     status["layer"] = status_layers;
   }
   page.overview.push_back({"chart-status",
@@ -655,6 +656,10 @@ void add_screening(Page& page, const ReportInput& input) {
   }
   const ScreeningInput& screening = *input.screening;
   const CsvTable& shortlist = screening.shortlist;
+  if (shortlist.rows.empty()) {
+    page.notes_screening.push_back(shortlist.path + " lists no configuration.");
+    return;
+  }
   const std::size_t key_column = shortlist.column("key");
   const std::size_t rank_column = shortlist.column("rank");
   std::vector<Target> targets;

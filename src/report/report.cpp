@@ -324,7 +324,7 @@ std::string transfer_html(const Characterization& characterization) {
 }
 
 std::string screening_html(const ReportInput& input, const Page& page) {
-  if (!input.screening) return "";
+  if (!input.screening || !page.data.contains("screening")) return "";
   std::size_t front = 0, feasible = 0, over = 0, measured = 0;
   for (const json& point : page.data.at("screening")) {
     const std::string set = point.at("set").get<std::string>();

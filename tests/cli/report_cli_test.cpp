@@ -266,10 +266,14 @@ TEST_F(ReportCli, ReportRendersEveryChartInHeadlessChromium) {
                                   : "";
   ASSERT_FALSE(browser.empty()) << "no chromium: scripts/install-deps.sh installs it";
   const std::string dom = dir + "dom.html", console = dir + "console.txt";
-  const std::string command = browser +
+  // Its own profile directory, so browsers run by other tests or users cannot lock it; a time
+  // limit so a browser that hangs fails the test instead of stalling the suite.
+  const std::string command = "timeout 300 " + browser +
                               " --headless --no-sandbox --disable-gpu --no-first-run "
-                              "--virtual-time-budget=20000 --enable-logging=stderr --v=0 "
-                              "--dump-dom file://" +
+                              "--user-data-dir=" +
+                              dir +
+                              "chromium-profile --virtual-time-budget=20000 "
+                              "--enable-logging=stderr --v=0 --dump-dom file://" +
                               html + " > " + dom + " 2> " + console;
   ASSERT_EQ(std::system(command.c_str()), 0) << read(console);
   const std::string rendered = read(dom);
