@@ -25,7 +25,8 @@ namespace carb {
 struct MeasuredConfiguration {
   std::string key;
   Config config;
-  double gflops = 0;  ///< analytic FLOPs of one forward pass of the whole batch / 1e9
+  std::string source;  ///< the database the measurement was read from
+  double gflops = 0;   ///< analytic FLOPs of one forward pass of the whole batch / 1e9
   /// By Target (memory B, energy J, latency ms); nullopt where not measured (energy without a
   /// sensor).
   std::array<std::optional<double>, kTargetCount> values;

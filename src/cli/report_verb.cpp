@@ -60,7 +60,11 @@ Loaded load(const CampaignOptions& options) {
   if (!options.devices.empty()) {
     std::vector<DeviceCampaign> kept;
     for (const std::string& name : options.devices) {
-      kept.push_back(find_device(loaded.data, name));
+      const DeviceCampaign& device = find_device(loaded.data, name);
+      const bool already = std::any_of(kept.begin(), kept.end(), [&](const DeviceCampaign& d) {
+        return d.fingerprint == device.fingerprint;
+      });
+      if (!already) kept.push_back(device);
     }
     loaded.data.devices = std::move(kept);
   }

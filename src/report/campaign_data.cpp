@@ -14,7 +14,7 @@ namespace {
 
 // One device's measurements from every database read.
 struct Pooled {
-  std::vector<MeasuredTargets> ok;
+  std::vector<std::pair<MeasuredTargets, std::string>> ok;  ///< with the database read from
   std::vector<MeasurementOutcome> outcomes;
 };
 
@@ -32,18 +32,22 @@ void summarise(DeviceCampaign& device, Pooled& pooled) {
     return std::tie(a.configuration_key, a.finished_at) <
            std::tie(b.configuration_key, b.finished_at);
   };
-  std::stable_sort(pooled.ok.begin(), pooled.ok.end(), by_key_then_time);
+  std::stable_sort(pooled.ok.begin(), pooled.ok.end(), [&](const auto& a, const auto& b) {
+    return by_key_then_time(a.first, b.first);
+  });
   std::stable_sort(pooled.outcomes.begin(), pooled.outcomes.end(), by_key_then_time);
 
   std::map<std::string, std::size_t> energy_reasons;
   for (std::size_t i = 0; i < pooled.ok.size(); ++i) {
-    const MeasuredTargets& m = pooled.ok[i];
-    if (i + 1 < pooled.ok.size() && pooled.ok[i + 1].configuration_key == m.configuration_key) {
+    const MeasuredTargets& m = pooled.ok[i].first;
+    if (i + 1 < pooled.ok.size() &&
+        pooled.ok[i + 1].first.configuration_key == m.configuration_key) {
       ++device.repeats_dropped;
       continue;
     }
     MeasuredConfiguration& row = device.rows.emplace_back();
     row.key = m.configuration_key;
+    row.source = pooled.ok[i].second;
     row.config = parse_key(m.configuration_key);
     row.gflops = static_cast<double>(compute_features(build_network(row.config)).flops) / 1e9;
     if (m.engine_peak_bytes) {
@@ -125,7 +129,7 @@ CampaignData load_campaigns(const std::vector<std::string>& paths) {
       found->sources.push_back(path);
       Pooled& into = pooled[record.fingerprint];
       for (MeasuredTargets& m : store.ok_measurements(record.fingerprint)) {
-        into.ok.push_back(std::move(m));
+        into.ok.emplace_back(std::move(m), path);
       }
       for (MeasurementOutcome& outcome : store.outcomes(record.fingerprint)) {
         into.outcomes.push_back(std::move(outcome));

@@ -148,7 +148,7 @@ void add_overview(Page& page, const CampaignData& data) {
                           {"count", device.status_counts[static_cast<std::size_t>(status)]}});
     }
     for (const MeasuredConfiguration& row : device.rows) {
-      json entry = {{"key", row.key}, {"device", device.name}};
+      json entry = {{"key", row.key}, {"device", device.name}, {"database", row.source}};
       entry.update(knobs(row.config));
       entry["gflops"] = round_to(row.gflops);
       for (Target target : kTargets) {
@@ -195,6 +195,7 @@ void add_overview(Page& page, const CampaignData& data) {
     status["facet"] = {{"column", {{"field", "device"}, {"type", "nominal"}}}};
     status["spec"] = {{"width", 220}, {"height", kHeight}, {"layer", status_layers}};
   } else {
+    status["width"] = 240;
     status["layer"] = status_layers;
   }
   page.overview.push_back({"chart-status",
@@ -295,6 +296,7 @@ void add_scaling(Page& page, const CampaignData& data, const Characterization& c
     }
     tooltip.push_back(number_field("gflops", "GFLOPs"));
     tooltip.push_back(number_field(value, label));
+    tooltip.push_back(field("database"));
 
     json batch = unit_spec(std::string(to_string(target)) + " vs batch size");
     batch["layer"] = json::array(
@@ -401,7 +403,8 @@ void add_predictions(Page& page, const ReportInput& input) {
         } else if (fitted.empty()) {
           role = "the model file does not say which rows it was fitted on";
         } else {
-          role = fitted.count(device.rows[i].key) ? "used in fitting" : "not used in fitting";
+          // By key: a configuration measured again after the fit shows its new measurement.
+          role = fitted.count(device.rows[i].key) ? "in the fit" : "not in the fit";
         }
         roles.insert(role);
         auto& lists = scored[{*target, role}];
@@ -420,6 +423,7 @@ void add_predictions(Page& page, const ReportInput& input) {
         rows.push_back({{"target", to_string(*target)},
                         {"key", device.rows[i].key},
                         {"device", device.name},
+                        {"database", device.rows[i].source},
                         {"batch", device.rows[i].config.batch},
                         {"role", role},
                         {"measured", round_to(shown)},
@@ -480,15 +484,17 @@ void add_predictions(Page& page, const ReportInput& input) {
            {{"x", {{"field", "measured"}, {"type", "quantitative"}}},
             {"y", {{"field", "predicted"}, {"type", "quantitative"}}},
             {"color", color},
-            {"tooltip", json::array({field("key"), field("device"), field("batch", "quantitative"),
-                                     field("role"), number_field("measured", "measured " + label),
-                                     number_field("predicted", "predicted " + label),
-                                     number_field("low", "interval low"),
-                                     number_field("high", "interval high")})}}}},
+            {"tooltip",
+             json::array(
+                 {field("key"), field("device"), field("database"), field("batch", "quantitative"),
+                  field("role"), number_field("measured", "measured " + label),
+                  number_field("predicted", "predicted " + label),
+                  number_field("low", "interval low"), number_field("high", "interval high")})}}}},
          diagonal(low, high)});
     page.predictions.push_back({chart_id("predicted-" + std::string(to_string(target))),
                                 "Each point is a measured configuration; the vertical bars are "
-                                "its prediction interval; dashed: predicted = measured.",
+                                "its prediction interval; dashed: predicted = measured. In the "
+                                "fit: the model was fitted on this configuration.",
                                 spec,
                                 {"predictions"}});
   }
@@ -655,6 +661,10 @@ void add_screening(Page& page, const ReportInput& input) {
   }
   const ScreeningInput& screening = *input.screening;
   const CsvTable& shortlist = screening.shortlist;
+  if (shortlist.rows.empty()) {
+    page.notes_screening.push_back(shortlist.path + " lists no configuration.");
+    return;
+  }
   const std::size_t key_column = shortlist.column("key");
   const std::size_t rank_column = shortlist.column("rank");
   std::vector<Target> targets;

@@ -324,7 +324,7 @@ std::string transfer_html(const Characterization& characterization) {
 }
 
 std::string screening_html(const ReportInput& input, const Page& page) {
-  if (!input.screening) return "";
+  if (!input.screening || !page.data.contains("screening")) return "";
   std::size_t front = 0, feasible = 0, over = 0, measured = 0;
   for (const json& point : page.data.at("screening")) {
     const std::string set = point.at("set").get<std::string>();
@@ -340,7 +340,8 @@ std::string screening_html(const ReportInput& input, const Page& page) {
                display_unit(b.target);
   }
   std::string out = "<p>Shortlist <code>" + escape_html(input.screening->shortlist.path) +
-                    "</code>: " + std::to_string(front) + " configurations on the Pareto front";
+                    "</code>: " + std::to_string(front) +
+                    (front == 1 ? " configuration" : " configurations") + " on the Pareto front";
   if (input.screening->candidates) {
     out += "; of the other candidates stage 2 scored (<code>" +
            escape_html(input.screening->candidates->path) + "</code>), " +
@@ -348,7 +349,8 @@ std::string screening_html(const ReportInput& input, const Page& page) {
   }
   out += ". Budgets: " + (budgets.empty() ? std::string("none given") : escape_html(budgets)) +
          ". " + std::to_string(measured) +
-         " shortlisted configurations have measurements in the databases.</p>";
+         (measured == 1 ? " shortlisted configuration has" : " shortlisted configurations have") +
+         " measurements in the databases.</p>";
   return out;
 }
 

@@ -177,6 +177,20 @@ TEST_F(ReportCli, TakesCarbAccuracyFromTheModelOfItsDevice) {
   EXPECT_TRUE(json.at("transfers").empty());
 }
 
+TEST_F(ReportCli, FitsCarbNowForADeviceWithoutAModel) {
+  CommandResult result = run("characterize --db " + db + " --device test-copy --json");
+  ASSERT_EQ(result.exit_code, 0) << result.out;
+  EXPECT_NE(result.out.find("fitting CARB on 80 configurations of Test copy (latency x2)"),
+            std::string::npos)
+      << result.out;
+  const auto json = nlohmann::json::parse(result.out.substr(result.out.find('{')));
+  const auto& carb = target_entry(json.at("devices").at(0), "latency").at("carb");
+  EXPECT_EQ(carb.at("source"), "fitted now (seed 1)");
+  EXPECT_EQ(carb.at("test_rows"), 11);  // 15% of 80, stratified by batch and depth tier
+  EXPECT_GT(carb.at("r2").get<double>(), 0.5);
+  EXPECT_TRUE(carb.contains("flops_loglinear_r2"));
+}
+
 TEST_F(ReportCli, PrintsTablesThatSayWhatIsUnavailable) {
   CommandResult result = run("characterize --db " + db + " --no-fit");
   ASSERT_EQ(result.exit_code, 0) << result.out;
@@ -266,10 +280,14 @@ TEST_F(ReportCli, ReportRendersEveryChartInHeadlessChromium) {
                                   : "";
   ASSERT_FALSE(browser.empty()) << "no chromium: scripts/install-deps.sh installs it";
   const std::string dom = dir + "dom.html", console = dir + "console.txt";
-  const std::string command = browser +
+  // Its own profile directory, so browsers run by other tests or users cannot lock it; a time
+  // limit so a browser that hangs fails the test instead of stalling the suite.
+  const std::string command = "timeout 300 " + browser +
                               " --headless --no-sandbox --disable-gpu --no-first-run "
-                              "--virtual-time-budget=20000 --enable-logging=stderr --v=0 "
-                              "--dump-dom file://" +
+                              "--user-data-dir=" +
+                              dir +
+                              "chromium-profile --virtual-time-budget=20000 "
+                              "--enable-logging=stderr --v=0 --dump-dom file://" +
                               html + " > " + dom + " 2> " + console;
   ASSERT_EQ(std::system(command.c_str()), 0) << read(console);
   const std::string rendered = read(dom);
