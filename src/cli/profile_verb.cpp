@@ -10,6 +10,7 @@
 #include "carb/campaign.hpp"
 #include "carb/error.hpp"
 #include "carb/graph.hpp"
+#include "carb/screen.hpp"
 #include "output.hpp"
 #include "select.hpp"
 #include "verbs.hpp"
@@ -57,10 +58,22 @@ struct ProfileOptions {
   std::string db;
   std::string time_budget;
   std::string shard = "0/1";
+  std::string worker_memory_limit;
   Protocol protocol;
   int retry_limit = 3;
   double idle_window_s = 2.0;
 };
+
+// A size such as "2GiB" or "512MB" (the units of a memory budget), in bytes.
+std::int64_t parse_size_bytes(const std::string& text, const std::string& option) {
+  try {
+    const auto budgets = parse_budgets("memory<=" + text, option);
+    if (budgets.size() == 1) return static_cast<std::int64_t>(budgets.front().limit);
+  } catch (const Error&) {
+  }
+  throw Error(ErrorCategory::kUsage,
+              option + " '" + text + "': expected a size with its unit, e.g. 2GiB or 512MB");
+}
 
 std::string duration_text(double seconds) {
   const auto total = static_cast<long long>(seconds + 0.5);
@@ -105,6 +118,10 @@ void run_profile(const ProfileOptions& options) {
                       : options.selection.keys_file;
   campaign.device = options.device;
   campaign.protocol = options.protocol;
+  if (!options.worker_memory_limit.empty()) {
+    campaign.protocol.worker_memory_limit_bytes =
+        parse_size_bytes(options.worker_memory_limit, "--worker-memory-limit");
+  }
   campaign.resume.retry_limit = options.retry_limit;
   campaign.resume.claim_timeout =
       std::chrono::seconds(static_cast<long long>(options.protocol.timeout_s * 2 + 60));
@@ -192,6 +209,9 @@ void add_profile_verbs(CLI::App& app) {
                       "idle seconds before each configuration");
   profile->add_option("--timeout", options->protocol.timeout_s,
                       "kill a worker without a result after this many seconds");
+  profile->add_option("--worker-memory-limit", options->worker_memory_limit,
+                      "address space each worker may use, e.g. 8GiB; past it a configuration is "
+                      "recorded as oom");
   profile->add_option("--retry-limit", options->retry_limit, "attempts per failing configuration");
   profile->add_option("--idle-window", options->idle_window_s,
                       "idle-power baseline window, seconds (with a sensor)");
