@@ -8,6 +8,9 @@ packages=(
   libyaml-cpp-dev nlohmann-json3-dev libcli11-dev
   libdnnl-dev ocl-icd-opencl-dev libxgboost-dev libeigen3-dev libsqlite3-dev
   googletest libgtest-dev libgmock-dev libbenchmark-dev
+  sqlite3
+  clang libclang-rt-dev
+  libopenmpi-dev openmpi-bin
 )
 
 missing=()

@@ -59,6 +59,7 @@ struct ProfileOptions {
   std::string time_budget;
   std::string shard = "0/1";
   std::string worker_memory_limit;
+  bool mpi = false;
   Protocol protocol;
   int retry_limit = 3;
   double idle_window_s = 2.0;
@@ -132,9 +133,12 @@ void run_profile(const ProfileOptions& options) {
   campaign.idle_window_s = options.idle_window_s;
 
   const bool terminal = ::isatty(STDERR_FILENO) != 0;
-  const CampaignSummary summary = run_campaign(
-      configs, campaign,
-      [terminal](const CampaignProgress& progress) { print_progress(progress, terminal); });
+  const auto show = [terminal](const CampaignProgress& progress) {
+    print_progress(progress, terminal);
+  };
+  const CampaignSummary summary = options.mpi ? run_mpi_campaign(configs, campaign, show)
+                                              : run_campaign(configs, campaign, show);
+  if (summary.mpi_rank != 0) return;  // rank 0 reports for the whole MPI job
   if (terminal) std::cerr << "\n";
 
   std::int64_t measured = 0;
@@ -159,6 +163,11 @@ void run_profile(const ProfileOptions& options) {
             << "  time:           " << duration_text(summary.wall_s) << " wall, "
             << duration_text(summary.inference_s) << " inside inferences, "
             << duration_text(summary.prepare_s) << " preparing networks\n";
+  if (options.mpi) {
+    std::cout << "  mpi ranks:      " << summary.mpi_ranks - 1 << " measuring, "
+              << summary.ranks_lost << " lost, " << summary.reissued
+              << " configurations handed out again\n";
+  }
   if (summary.contended > 0) {
     std::cout << "  contended:      " << summary.contended
               << " measurements timed while other processes used >= "
@@ -212,6 +221,9 @@ void add_profile_verbs(CLI::App& app) {
   profile->add_option("--worker-memory-limit", options->worker_memory_limit,
                       "address space each worker may use, e.g. 8GiB; past it a configuration is "
                       "recorded as oom");
+  profile->add_flag("--mpi", options->mpi,
+                    "under mpirun: rank 0 writes the database and hands out configurations, "
+                    "the other ranks measure");
   profile->add_option("--retry-limit", options->retry_limit, "attempts per failing configuration");
   profile->add_option("--idle-window", options->idle_window_s,
                       "idle-power baseline window, seconds (with a sensor)");
