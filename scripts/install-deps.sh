@@ -12,6 +12,9 @@ packages=(
   libdnnl-dev ocl-icd-opencl-dev libxgboost-dev libeigen3-dev libsqlite3-dev
   googletest libgtest-dev libgmock-dev libbenchmark-dev
   chromium fonts-dejavu-core
+  sqlite3
+  clang libclang-rt-dev
+  libopenmpi-dev openmpi-bin
 )
 # Node.js with npm fetches the report's scripts; any installed node and npm will do (e.g.
 # NodeSource's nodejs, which bundles npm and conflicts with Debian's npm package).

@@ -77,6 +77,10 @@ struct CampaignSummary {
   double prepare_s = 0;    ///< building sessions inside workers
   /// Measurements during whose timing other work took >= kContendedShare of the CPUs.
   std::int64_t contended = 0;
+  int mpi_rank = 0;             ///< this process's rank under --mpi (only rank 0 has the rest)
+  int mpi_ranks = 1;            ///< ranks in the MPI job
+  std::int64_t ranks_lost = 0;  ///< measuring ranks that died or never started
+  std::int64_t reissued = 0;    ///< configurations handed out again after their rank was lost
 };
 
 /// Measures `configs` (in order) on one device into the database at options.db_path: skips keys
@@ -89,6 +93,15 @@ CampaignSummary run_campaign(const std::vector<Config>& configs, const CampaignO
 /// The fingerprint under which run_campaign stores measurements on `device` (an id or a kind) of
 /// this machine. Throws carb::Error (usage) when there is no such device.
 std::string device_fingerprint_of(const std::string& device);
+
+/// The same campaign over MPI (`mpirun -n P carb profile --mpi`): rank 0 owns the database and
+/// hands out one configuration at a time; ranks 1..P-1 each measure on their device (all must
+/// have one fingerprint) in worker processes and send results back. A rank that dies (with
+/// `mpirun --enable-recovery`) or never starts loses only its configuration in flight, which is
+/// handed out again. Rank 0 returns the campaign's summary, the others only their rank. Throws
+/// carb::Error (usage) when carb was built without MPI (CARB_MPI) or runs as one rank.
+CampaignSummary run_mpi_campaign(const std::vector<Config>& configs, const CampaignOptions& options,
+                                 const std::function<void(const CampaignProgress&)>& progress);
 
 /// Parses a duration such as "90", "90s", "30m", "2h" or "1h30m" into seconds; throws
 /// carb::Error (usage) on bad text.

@@ -33,6 +33,10 @@ struct Protocol {
   double cooldown_s = 0.0;           ///< (key) idle time before each configuration
   std::uint64_t seed = 1;            ///< (key) weights and input
   double timeout_s = 300.0;          ///< a worker without a result after this long is killed
+  /// Address space each worker may map (RLIMIT_AS), bytes; 0: no limit. A configuration that
+  /// needs more fails to allocate and is recorded as `oom` instead of waking the kernel's OOM
+  /// killer on a shared machine.
+  std::int64_t worker_memory_limit_bytes = 0;
 
   /// The (key) fields as a JSON object: what a measurement key hashes.
   nlohmann::json key_json() const;
@@ -112,8 +116,9 @@ Measurement measure_in_worker(const WorkerCommand& command, const std::string& d
                               const Config& config, const Protocol& protocol);
 
 /// The worker's side: finds the device, measures the configuration and writes the Measurement's
-/// JSON on stdout. The environment variable CARB_WORKER_FAULT (segv, abort, hang, alloc) injects
-/// a fault after prepare, for testing the parent's handling of it. Returns the exit code.
+/// JSON on stdout. For tests, the environment variable CARB_WORKER_FAULT injects a fault after
+/// prepare: a comma-separated list of "KIND" (every configuration) or "KIND:KEY" (that one),
+/// KIND being segv, abort, hang or alloc. Returns the exit code.
 int worker_main(const std::string& device_id, const std::string& key,
                 const std::string& protocol_json);
 

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdlib>
 
+#include "campaign_impl.hpp"
 #include "carb/error.hpp"
 #include "carb/version.hpp"
 
@@ -34,6 +35,10 @@ const char* environment(const char* name) {
   const char* value = std::getenv(name);
   return value != nullptr && *value != '\0' ? value : nullptr;
 }
+
+}  // namespace
+
+namespace campaign_detail {
 
 // The device a campaign names: an exact id, or the first device of a kind.
 const Device& find_device(const std::vector<std::unique_ptr<Backend>>& backends,
@@ -128,7 +133,36 @@ MeasurementRecord record_of(const Measurement& measurement, const Config& config
   return record;
 }
 
-}  // namespace
+std::vector<std::string> campaign_keys(const std::vector<Config>& configs, const Shard& shard,
+                                       const std::string& fingerprint, const std::string& software,
+                                       const Protocol& protocol,
+                                       std::map<std::string, const Config*>* config_of) {
+  const std::string protocol_key = protocol.key_json().dump();
+  std::vector<std::string> keys;
+  for (const Config& config : configs) {
+    const std::string configuration_key = to_key(config);
+    if (!shard.contains(configuration_key)) continue;
+    const std::string key = measurement_key(configuration_key, fingerprint, software, protocol_key);
+    if (config_of->emplace(key, &config).second) keys.push_back(key);
+  }
+  return keys;
+}
+
+void count_outcome(const Measurement& measurement, CampaignSummary* summary,
+                   CampaignProgress* progress) {
+  const std::string status(to_string(measurement.status));
+  ++summary->measured[status];
+  ++progress->by_status[status];
+  summary->inference_s += measurement.warmup_s + measurement.timed_s + measurement.energy_s;
+  summary->prepare_s += measurement.prepare_s;
+  if (measurement.detail.find("contended: ") != std::string::npos) ++summary->contended;
+}
+
+std::string software_of(const DeviceInfo& info) {
+  return std::string("carb ") + kVersion + "; " + info.library;
+}
+
+}  // namespace campaign_detail
 
 Shard Shard::parse(const std::string& text) {
   Shard shard;
@@ -270,6 +304,7 @@ std::string device_fingerprint_of(const std::string& device) {
 
 CampaignSummary run_campaign(const std::vector<Config>& configs, const CampaignOptions& options,
                              const std::function<void(const CampaignProgress&)>& progress) {
+  using namespace campaign_detail;
   const auto start = Clock::now();
   const auto backends = make_backends();
   const Device& device = find_device(backends, options.device);
@@ -291,17 +326,10 @@ CampaignSummary run_campaign(const std::vector<Config>& configs, const CampaignO
   store.ensure_device(
       {0, summary.device_fingerprint, info.kind, info.name, device_details(info, host).dump()});
 
-  const std::string software = std::string("carb ") + kVersion + "; " + info.library;
-  const std::string protocol_key = options.protocol.key_json().dump();
-  std::vector<std::string> keys;
+  const std::string software = software_of(info);
   std::map<std::string, const Config*> config_of;
-  for (const Config& config : configs) {
-    const std::string configuration_key = to_key(config);
-    if (!options.shard.contains(configuration_key)) continue;
-    const std::string key =
-        measurement_key(configuration_key, summary.device_fingerprint, software, protocol_key);
-    if (config_of.emplace(key, &config).second) keys.push_back(key);
-  }
+  const std::vector<std::string> keys = campaign_keys(
+      configs, options.shard, summary.device_fingerprint, software, options.protocol, &config_of);
   summary.in_shard = static_cast<std::int64_t>(keys.size());
   const std::vector<std::string> pending = store.pending(keys, options.resume);
   summary.already_done = summary.in_shard - static_cast<std::int64_t>(pending.size());
@@ -332,12 +360,7 @@ CampaignSummary run_campaign(const std::vector<Config>& configs, const CampaignO
       store.write_measurement(record_of(measurement, config, key, summary.device_fingerprint,
                                         summary.campaign_id, software, options.protocol, host_json,
                                         summary.idle_power_w, started, finished));
-      const std::string status(to_string(measurement.status));
-      ++summary.measured[status];
-      ++state.by_status[status];
-      summary.inference_s += measurement.warmup_s + measurement.timed_s + measurement.energy_s;
-      summary.prepare_s += measurement.prepare_s;
-      if (measurement.detail.find("contended: ") != std::string::npos) ++summary.contended;
+      count_outcome(measurement, &summary, &state);
     }
     ++state.finished;
     state.elapsed_s = seconds_since(start);

@@ -10,6 +10,7 @@
 #include "carb/campaign.hpp"
 #include "carb/error.hpp"
 #include "carb/graph.hpp"
+#include "carb/screen.hpp"
 #include "output.hpp"
 #include "select.hpp"
 #include "verbs.hpp"
@@ -57,10 +58,23 @@ struct ProfileOptions {
   std::string db;
   std::string time_budget;
   std::string shard = "0/1";
+  std::string worker_memory_limit;
+  bool mpi = false;
   Protocol protocol;
   int retry_limit = 3;
   double idle_window_s = 2.0;
 };
+
+// A size such as "2GiB" or "512MB" (the units of a memory budget), in bytes.
+std::int64_t parse_size_bytes(const std::string& text, const std::string& option) {
+  try {
+    const auto budgets = parse_budgets("memory<=" + text, option);
+    if (budgets.size() == 1) return static_cast<std::int64_t>(budgets.front().limit);
+  } catch (const Error&) {
+  }
+  throw Error(ErrorCategory::kUsage,
+              option + " '" + text + "': expected a size with its unit, e.g. 2GiB or 512MB");
+}
 
 }  // namespace
 
@@ -109,6 +123,10 @@ void run_profile(const ProfileOptions& options) {
                       : options.selection.keys_file;
   campaign.device = options.device;
   campaign.protocol = options.protocol;
+  if (!options.worker_memory_limit.empty()) {
+    campaign.protocol.worker_memory_limit_bytes =
+        parse_size_bytes(options.worker_memory_limit, "--worker-memory-limit");
+  }
   campaign.resume.retry_limit = options.retry_limit;
   campaign.resume.claim_timeout =
       std::chrono::seconds(static_cast<long long>(options.protocol.timeout_s * 2 + 60));
@@ -119,9 +137,12 @@ void run_profile(const ProfileOptions& options) {
   campaign.idle_window_s = options.idle_window_s;
 
   const bool terminal = ::isatty(STDERR_FILENO) != 0;
-  const CampaignSummary summary = run_campaign(
-      configs, campaign,
-      [terminal](const CampaignProgress& progress) { print_progress(progress, terminal); });
+  const auto show = [terminal](const CampaignProgress& progress) {
+    print_progress(progress, terminal);
+  };
+  const CampaignSummary summary = options.mpi ? run_mpi_campaign(configs, campaign, show)
+                                              : run_campaign(configs, campaign, show);
+  if (summary.mpi_rank != 0) return;  // rank 0 reports for the whole MPI job
   if (terminal) std::cerr << "\n";
 
   std::int64_t measured = 0;
@@ -146,6 +167,11 @@ void run_profile(const ProfileOptions& options) {
             << "  time:           " << duration_text(summary.wall_s) << " wall, "
             << duration_text(summary.inference_s) << " inside inferences, "
             << duration_text(summary.prepare_s) << " preparing networks\n";
+  if (options.mpi) {
+    std::cout << "  mpi ranks:      " << summary.mpi_ranks - 1 << " measuring, "
+              << summary.ranks_lost << " lost, " << summary.reissued
+              << " configurations handed out again\n";
+  }
   if (summary.contended > 0) {
     std::cout << "  contended:      " << summary.contended
               << " measurements timed while other processes used >= "
@@ -196,6 +222,12 @@ void add_profile_verbs(CLI::App& app) {
                       "idle seconds before each configuration");
   profile->add_option("--timeout", options->protocol.timeout_s,
                       "kill a worker without a result after this many seconds");
+  profile->add_option("--worker-memory-limit", options->worker_memory_limit,
+                      "address space each worker may use, e.g. 8GiB; past it a configuration is "
+                      "recorded as oom");
+  profile->add_flag("--mpi", options->mpi,
+                    "under mpirun: rank 0 writes the database and hands out configurations, "
+                    "the other ranks measure");
   profile->add_option("--retry-limit", options->retry_limit, "attempts per failing configuration");
   profile->add_option("--idle-window", options->idle_window_s,
                       "idle-power baseline window, seconds (with a sensor)");

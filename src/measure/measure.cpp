@@ -172,10 +172,26 @@ void run_once(Session& session) {
   session.sync();
 }
 
-void inject_fault_if_asked() {
-  const char* fault = std::getenv("CARB_WORKER_FAULT");
-  if (fault == nullptr) return;
-  const std::string kind = fault;
+// The fault CARB_WORKER_FAULT asks of this configuration: a comma-separated list of faults,
+// each "KIND" (every configuration) or "KIND:KEY" (that configuration only).
+std::string fault_for(const std::string& key) {
+  const char* faults = std::getenv("CARB_WORKER_FAULT");
+  if (faults == nullptr) return "";
+  std::string_view rest = faults;
+  while (!rest.empty()) {
+    const std::size_t comma = rest.find(',');
+    const std::string_view fault = rest.substr(0, comma);
+    rest = comma == std::string_view::npos ? "" : rest.substr(comma + 1);
+    const std::size_t colon = fault.find(':');
+    if (colon == std::string_view::npos || fault.substr(colon + 1) == key) {
+      return std::string(fault.substr(0, colon));
+    }
+  }
+  return "";
+}
+
+void inject_fault_if_asked(const Config& config) {
+  const std::string kind = fault_for(to_key(config));
   if (kind == "segv") {
     std::raise(SIGSEGV);
   } else if (kind == "abort") {
@@ -301,7 +317,7 @@ Measurement measure_configuration(const Device& device, const Config& config,
     const auto prepare_start = Clock::now();
     const std::unique_ptr<Session> session = device.prepare(config, protocol.seed);
     measurement.prepare_s = seconds_between(prepare_start, Clock::now());
-    inject_fault_if_asked();
+    inject_fault_if_asked(config);
 
     const auto warmup_start = Clock::now();
     while (measurement.warmup_runs < protocol.warmup_min_runs ||

@@ -23,6 +23,7 @@ nlohmann::json Protocol::key_json() const {
 nlohmann::json Protocol::to_json() const {
   nlohmann::json json = key_json();
   json["timeout_s"] = timeout_s;
+  json["worker_memory_limit_bytes"] = worker_memory_limit_bytes;
   return json;
 }
 
@@ -52,6 +53,7 @@ Protocol Protocol::from_json(const nlohmann::json& json) {
   read("cooldown_s", protocol.cooldown_s, 0.0);
   read("seed", protocol.seed, std::uint64_t{0});
   read("timeout_s", protocol.timeout_s, 0.001);
+  read("worker_memory_limit_bytes", protocol.worker_memory_limit_bytes, std::int64_t{0});
   return protocol;
 }
 

@@ -3,6 +3,8 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -90,12 +92,21 @@ Measurement measure_in_worker(const WorkerCommand& command, const std::string& d
 
   auto [out_read, out_write] = make_pipe();
   auto [err_read, err_write] = make_pipe();
+  const pid_t parent = ::getpid();
+  const rlimit memory_limit{static_cast<rlim_t>(protocol.worker_memory_limit_bytes),
+                            static_cast<rlim_t>(protocol.worker_memory_limit_bytes)};
   const pid_t pid = ::fork();
   if (pid < 0)
     throw Error(ErrorCategory::kRuntime, std::string("fork failed: ") + std::strerror(errno));
   if (pid == 0) {
     // Child: only async-signal-safe calls until exec.
     ::setpgid(0, 0);
+    // A worker never outlives its campaign: when carb profile dies (kill -9 included), the
+    // kernel kills the worker, which would otherwise run on unwatched, a hung one forever.
+    // The parent may have died before the request took effect, hence the check after it.
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) ::_exit(127);
+    if (protocol.worker_memory_limit_bytes > 0) ::setrlimit(RLIMIT_AS, &memory_limit);
     ::dup2(out_write.get(), STDOUT_FILENO);
     ::dup2(err_write.get(), STDERR_FILENO);
     ::execv(argv[0], argv.data());

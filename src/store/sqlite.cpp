@@ -1,6 +1,8 @@
 // SQLite plumbing for the store.
 #include "sqlite.hpp"
 
+#include <sys/resource.h>
+
 #include <cstring>
 
 #include "carb/error.hpp"
@@ -15,11 +17,17 @@ int check_sqlite(int status, sqlite3* db, const char* call, const char* file, in
   // sqlite3_errmsg describes the connection's latest failure, which is this call's.
   const char* library_message = db != nullptr ? sqlite3_errmsg(db) : sqlite3_errstr(status);
   message += ": " + std::string(library_message) + " (SQLite code " + std::to_string(status) + ")";
-  // A failed write says why in the system's words: "No space left on device", or "File too
-  // large" past a file size limit (RLIMIT_FSIZE, e.g. a batch system's).
-  const int system_errno = db != nullptr ? sqlite3_system_errno(db) : 0;
-  if ((status == SQLITE_FULL || (status & 0xff) == SQLITE_IOERR) && system_errno != 0) {
-    message += ": " + std::string(std::strerror(system_errno));
+  // A failed write says why: the system's words where SQLite kept them ("No space left on
+  // device", "File too large"), and a file size limit (ulimit -f, a batch system's
+  // RLIMIT_FSIZE) when one is set, since past it writes fail while the disk has room.
+  if (status == SQLITE_FULL || (status & 0xff) == SQLITE_IOERR) {
+    const int system_errno = db != nullptr ? sqlite3_system_errno(db) : 0;
+    if (system_errno != 0) message += ": " + std::string(std::strerror(system_errno));
+    rlimit limit{};
+    if (::getrlimit(RLIMIT_FSIZE, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY) {
+      message += "; this process may write files of at most " + std::to_string(limit.rlim_cur) +
+                 " bytes (ulimit -f)";
+    }
   }
   throw Error(ErrorCategory::kRuntime, message);
 }

@@ -1,5 +1,4 @@
-// carb profile / export / devices as a user runs them: real processes, real SIGKILLs, one
-// database shared by concurrent campaigns.
+// carb profile / export / devices as a user runs them (faults: tests/fault).
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -13,7 +12,13 @@
 #include <sstream>
 #include <thread>
 
+#include "run.hpp"
+
 namespace {
+
+using carb_test::slurp;
+using carb_test::start;
+using carb_test::wait_for;
 
 const std::string kQuick =
     " --min-time 0.02 --max-time 0.2 --target-ci 0.5 --idle-window 0.1 --timeout 60";
@@ -34,31 +39,6 @@ std::string write_keys(const std::string& name, int count) {
   return path;
 }
 
-// Starts carb with a shell command line (stdout and stderr to `log`); returns its pid.
-pid_t start(const std::string& arguments, const std::string& log) {
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    const std::string command =
-        "exec " + std::string(CARB_BINARY) + " " + arguments + " >" + log + " 2>&1";
-    ::execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
-    ::_exit(127);
-  }
-  return pid;
-}
-
-int wait_for(pid_t pid) {
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
-
-std::string slurp(const std::string& path) {
-  std::ifstream file(path);
-  std::stringstream text;
-  text << file.rdbuf();
-  return text.str();
-}
-
 // Rows of the export: one line per measurement after the header.
 std::vector<std::string> exported_rows(const std::string& db) {
   const std::string out = testing::TempDir() + "export.csv";
@@ -77,53 +57,6 @@ int count_key(const std::vector<std::string>& rows, const std::string& key) {
     if (row.find("," + key + ",") != std::string::npos) ++count;
   }
   return count;
-}
-
-TEST(ProfileCli, KillNineThenResumeMeasuresEveryKeyExactlyOnce) {
-  const std::string db = fresh_db("kill.sqlite");
-  const std::string keys = write_keys("kill-keys.txt", 8);
-  const std::string arguments = "profile --keys " + keys + " --db " + db + kQuick;
-  std::mt19937 random(7);
-  int killed = 0;
-  for (int round = 0; round < 4; ++round) {
-    const pid_t pid = start(arguments, "/dev/null");
-    std::this_thread::sleep_for(std::chrono::milliseconds(150 + random() % 400));
-    if (::kill(pid, SIGKILL) == 0) ++killed;
-    wait_for(pid);
-  }
-  EXPECT_GE(killed, 3);
-  const std::string log = testing::TempDir() + "resume.log";
-  ASSERT_EQ(wait_for(start(arguments, log)), 0) << slurp(log);
-  const auto rows = exported_rows(db);
-  ASSERT_EQ(rows.size(), 8u) << slurp(log);
-  for (int batch = 1; batch <= 8; ++batch) {
-    const std::string key = "basic10_w0.25_nods_r32_b" + std::to_string(batch) + "_fp32_k10";
-    EXPECT_EQ(count_key(rows, key), 1) << key;
-  }
-  for (const auto& row : rows) EXPECT_NE(row.find(",ok,"), std::string::npos) << row;
-  // A further run has nothing left to do.
-  ASSERT_EQ(wait_for(start(arguments, log)), 0);
-  EXPECT_NE(slurp(log).find("measured now:   0"), std::string::npos) << slurp(log);
-  EXPECT_NE(slurp(log).find("8 already done"), std::string::npos) << slurp(log);
-}
-
-TEST(ProfileCli, ConcurrentCampaignsNeverMeasureAKeyTwice) {
-  for (int processes : {2, 4}) {
-    const std::string db = fresh_db("concurrent.sqlite");
-    const std::string keys = write_keys("concurrent-keys.txt", 10);
-    std::vector<pid_t> pids;
-    for (int i = 0; i < processes; ++i) {
-      pids.push_back(start("profile --keys " + keys + " --db " + db + kQuick,
-                           testing::TempDir() + "concurrent" + std::to_string(i) + ".log"));
-    }
-    for (pid_t pid : pids) EXPECT_EQ(wait_for(pid), 0);
-    const auto rows = exported_rows(db);
-    ASSERT_EQ(rows.size(), 10u) << processes << " processes";
-    for (int batch = 1; batch <= 10; ++batch) {
-      EXPECT_EQ(count_key(rows, "basic10_w0.25_nods_r32_b" + std::to_string(batch) + "_fp32_k10"),
-                1);
-    }
-  }
 }
 
 TEST(ProfileCli, ShardsSplitTheKeysIntoTheirOwnFilesAndMergeBack) {

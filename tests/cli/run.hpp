@@ -3,11 +3,17 @@
 
 #include <gtest/gtest.h>
 #include <sqlite3.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <array>
 #include <cstdio>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <sstream>
 #include <string>
 
 namespace carb_test {
@@ -16,6 +22,51 @@ struct CommandResult {
   int exit_code = -1;
   std::string out;  // stdout, and stderr unless left out
 };
+
+/// How to start carb in the background.
+struct Launch {
+  std::string arguments;                                ///< carb's, through the shell
+  std::string log;                                      ///< where its stdout and stderr go
+  std::map<std::string, std::string> environment = {};  ///< variables to set for it
+  std::optional<rlim_t> file_size_limit_bytes = {};     ///< RLIMIT_FSIZE for it
+};
+
+/// Starts carb in a child process; returns its pid (the shell execs carb, so it is carb's).
+inline pid_t start(const Launch& launch) {
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    for (const auto& [name, value] : launch.environment) ::setenv(name.c_str(), value.c_str(), 1);
+    if (launch.file_size_limit_bytes) {
+      const rlimit limit{*launch.file_size_limit_bytes, *launch.file_size_limit_bytes};
+      ::setrlimit(RLIMIT_FSIZE, &limit);
+    }
+    const std::string command =
+        "exec " + std::string(CARB_BINARY) + " " + launch.arguments + " >" + launch.log + " 2>&1";
+    ::execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  return pid;
+}
+
+/// Starts `carb <arguments>` with stdout and stderr to `log`.
+inline pid_t start(const std::string& arguments, const std::string& log) {
+  return start(Launch{arguments, log});
+}
+
+/// A child's exit code, or 128 + the signal that ended it.
+inline int wait_for(pid_t pid) {
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+/// A whole file as text.
+inline std::string slurp(const std::string& path) {
+  std::ifstream file(path);
+  std::stringstream text;
+  text << file.rdbuf();
+  return text.str();
+}
 
 /// Runs a shell command line and collects its output (stdout; stderr too if it says 2>&1).
 inline CommandResult run_shell(const std::string& command) {

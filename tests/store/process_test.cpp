@@ -23,6 +23,7 @@
 namespace carb {
 namespace {
 
+using store_test::expect_consistent;
 using store_test::key_of;
 using store_test::RawDb;
 using store_test::ScratchDir;
@@ -55,49 +56,6 @@ std::vector<std::string> read_lines(const std::string& path) {
   std::ifstream in(path);
   for (std::string line; std::getline(in, line);) lines.push_back(line);
   return lines;
-}
-
-// `sql` with every "{clock}" replaced by `clock`.
-std::string for_clock(std::string sql, const std::string& clock) {
-  for (auto at = sql.find("{clock}"); at != std::string::npos; at = sql.find("{clock}", at)) {
-    sql.replace(at, 7, clock);
-  }
-  return sql;
-}
-
-// Everything that must hold of the file whenever a writer stopped, however it stopped.
-void expect_consistent(const std::string& path) {
-  if (!std::filesystem::exists(path)) return;  // killed before it created the file
-  RawDb raw(path);
-  ASSERT_EQ(raw.text("PRAGMA integrity_check"), "ok");
-  if (raw.integer("SELECT count(*) FROM sqlite_schema WHERE name = 'measurements'") == 0) {
-    // Killed before the schema committed: the file holds nothing, not half a schema.
-    EXPECT_EQ(raw.integer("SELECT count(*) FROM sqlite_schema"), 0);
-    return;
-  }
-  EXPECT_EQ(raw.text("PRAGMA foreign_key_check"), "");
-  EXPECT_EQ(raw.integer("SELECT count(*) - count(DISTINCT measurement_key) FROM measurements"), 0);
-  // Each row has exactly its samples, numbered 0..count-1, per clock.
-  for (const std::string clock : {"wall", "device"}) {
-    EXPECT_EQ(raw.integer(for_clock("SELECT count(*) FROM measurements m WHERE "
-                                    "coalesce({clock}_count, 0) <> (SELECT count(*) FROM samples "
-                                    "s WHERE s.measurement_id = m.id AND s.clock = '{clock}')",
-                                    clock)),
-              0)
-        << clock;
-    EXPECT_EQ(raw.integer(for_clock("SELECT count(*) FROM measurements m WHERE {clock}_count IS "
-                                    "NOT NULL AND {clock}_count - 1 <> (SELECT max(sequence) "
-                                    "FROM samples s WHERE s.measurement_id = m.id AND s.clock = "
-                                    "'{clock}')",
-                                    clock)),
-              0)
-        << clock;
-  }
-  EXPECT_EQ(raw.integer("SELECT count(*) FROM samples WHERE measurement_id NOT IN "
-                        "(SELECT id FROM measurements)"),
-            0);
-  // At most the configuration in flight is lost: each killed writer left at most one claim.
-  EXPECT_EQ(raw.integer("SELECT count(*) - count(DISTINCT owner_pid) FROM claims"), 0);
 }
 
 // Every write the writer logged as done is in the database: a commit survives SIGKILL.

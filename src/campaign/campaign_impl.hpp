@@ -1,0 +1,42 @@
+// What the campaign loops (one process, or MPI ranks) share.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "carb/campaign.hpp"
+
+namespace carb::campaign_detail {
+
+/// The device a campaign names: an exact id, or the first device of a kind. Throws carb::Error
+/// (usage) listing the devices there are.
+const Device& find_device(const std::vector<std::unique_ptr<Backend>>& backends,
+                          const std::string& wanted);
+/// What identifies a device's performance: the host's CPU fingerprint, the library, threads.
+std::string fingerprint_of(const DeviceInfo& info, const HostInfo& host);
+/// The devices table's details of a device.
+nlohmann::json device_details(const DeviceInfo& info, const HostInfo& host);
+/// "carb VERSION; LIBRARY": the software part of a measurement key.
+std::string software_of(const DeviceInfo& info);
+/// The measurement keys of the configurations in `shard`, in order and without duplicates;
+/// `config_of` maps each key to its configuration.
+std::vector<std::string> campaign_keys(const std::vector<Config>& configs, const Shard& shard,
+                                       const std::string& fingerprint, const std::string& software,
+                                       const Protocol& protocol,
+                                       std::map<std::string, const Config*>* config_of);
+/// Counts one measurement's outcome and times in the summary and the progress.
+void count_outcome(const Measurement& measurement, CampaignSummary* summary,
+                   CampaignProgress* progress);
+/// The row to store for one measurement.
+MeasurementRecord record_of(const Measurement& measurement, const Config& config,
+                            const std::string& key, const std::string& fingerprint,
+                            std::int64_t campaign_id, const std::string& software,
+                            const Protocol& protocol, const nlohmann::json& host,
+                            const std::optional<double>& idle_power_w, Timestamp started,
+                            Timestamp finished);
+
+}  // namespace carb::campaign_detail
