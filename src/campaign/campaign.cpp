@@ -40,20 +40,31 @@ const char* environment(const char* name) {
 const Device& find_device(const std::vector<std::unique_ptr<Backend>>& backends,
                           const std::string& wanted) {
   std::string known;
+  std::string without;  // backends without devices, and why
   for (const auto& backend : backends) {
     for (const auto& device : backend->devices()) {
       if (device->info().id == wanted || device->info().kind == wanted) return *device;
       known += (known.empty() ? "" : ", ") + device->info().id;
     }
+    if (backend->devices().empty()) {
+      without += "; " + std::string(backend->name()) + ": " + backend->unavailable_reason();
+    }
   }
   throw Error(ErrorCategory::kUsage, "no device '" + wanted + "' on this machine (devices: " +
-                                         (known.empty() ? "none" : known) + ")");
+                                         (known.empty() ? "none" : known) + ")" + without);
 }
 
-// What identifies a device's performance: the host's CPU fingerprint, the library and threads.
+// What identifies a device's performance: the host's CPU fingerprint, the library and threads;
+// for a GPU also its name, memory and driver (its UUID is left out, so identical cards share a
+// fingerprint as identical hosts do).
 std::string fingerprint_of(const DeviceInfo& info, const HostInfo& host) {
-  return device_fingerprint(host) + "|" + info.kind + "|" + info.library + "|isa=" + info.isa +
-         "|threads=" + std::to_string(info.threads);
+  std::string fingerprint = device_fingerprint(host) + "|" + info.kind + "|" + info.library +
+                            "|isa=" + info.isa + "|threads=" + std::to_string(info.threads);
+  if (info.kind != "cpu") {
+    fingerprint += "|gpu=" + info.name + "|memory=" + std::to_string(info.memory_bytes) +
+                   "|driver=" + info.driver;
+  }
+  return fingerprint;
 }
 
 nlohmann::json device_details(const DeviceInfo& info, const HostInfo& host) {
@@ -62,14 +73,24 @@ nlohmann::json device_details(const DeviceInfo& info, const HostInfo& host) {
     precisions[std::string(to_string(support.precision))] =
         support.supported ? "supported" : "unsupported: " + support.reason;
   }
-  return {{"id", info.id},
-          {"kind", info.kind},
-          {"name", info.name},
-          {"library", info.library},
-          {"isa", info.isa},
-          {"threads", info.threads},
-          {"precisions", precisions},
-          {"host", host_info_json(host)}};
+  nlohmann::json details = {{"id", info.id},
+                            {"kind", info.kind},
+                            {"name", info.name},
+                            {"library", info.library},
+                            {"isa", info.isa},
+                            {"threads", info.threads},
+                            {"precisions", precisions},
+                            {"host", host_info_json(host)}};
+  if (const auto monitor = open_device_monitor(info)) {
+    // The GPU as NVML sees it when the campaign starts: identity, power limits, clocks.
+    details["gpu"] = monitor->available()
+                         ? nlohmann::json{{"identity", gpu_identity_json(monitor->identity())},
+                                          {"state", gpu_sample_json(monitor->sample())}}
+                         : nlohmann::json{{"unavailable", monitor->unavailable_reason()}};
+    details["memory_bytes"] = info.memory_bytes;
+    details["uuid"] = info.uuid;
+  }
+  return details;
 }
 
 MeasurementRecord record_of(const Measurement& measurement, const Config& config,
