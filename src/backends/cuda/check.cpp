@@ -69,8 +69,9 @@ std::string describe_cudnn(cudnnStatus_t status) {
   return text;
 }
 
-bool is_not_supported(cudnnStatus_t status) {
-  return CUDNN_STATUS_CATEGORY(status) == CUDNN_STATUS_NOT_SUPPORTED;
+bool is_refusal(cudnnStatus_t status) {
+  const int category = CUDNN_STATUS_CATEGORY(status);
+  return category == CUDNN_STATUS_NOT_SUPPORTED || category == CUDNN_STATUS_BAD_PARAM;
 }
 
 void throw_cuda(cudaError_t status, const char* call, const char* file, int line) {

@@ -19,8 +19,10 @@ bool is_sticky(cudaError_t status);
 /// "CUDNN_STATUS_NOT_SUPPORTED (...)".
 std::string describe_cudnn(cudnnStatus_t status);
 
-/// Whether a cuDNN status says "not supported" (any of cuDNN 9's CUDNN_STATUS_NOT_SUPPORTED_*).
-bool is_not_supported(cudnnStatus_t status);
+/// Whether a cuDNN status refuses a call rather than failing it: any of cuDNN 9's
+/// CUDNN_STATUS_NOT_SUPPORTED_* or CUDNN_STATUS_BAD_PARAM_* (a combination of types, layout or
+/// activation this cuDNN does not take). Nothing ran, so another way of computing it may.
+bool is_refusal(cudnnStatus_t status);
 
 [[noreturn]] void throw_cuda(cudaError_t status, const char* call, const char* file, int line);
 [[noreturn]] void throw_cudnn(cudnnStatus_t status, const char* call, const char* file, int line);

@@ -137,7 +137,8 @@ class Step {
 // cudnnConvolutionBiasActivationForward where cuDNN allows: always with ReLU, and without it
 // only with IMPLICIT_PRECOMP_GEMM (cuDNN's rule for the identity activation). Otherwise, or
 // when cuDNN refuses the fused call in prepare's first run, the same result from
-// cudnnConvolutionForward, cudnnAddTensor (bias, then residual) and cudnnActivationForward.
+// cudnnConvolutionForward, cudnnAddTensor (bias, then residual) and cudnnActivationForward
+// (a refusal is CUDNN_STATUS_NOT_SUPPORTED_* or CUDNN_STATUS_BAD_PARAM_*: nothing ran).
 class ConvStep final : public Step {
  public:
   struct Setup {
@@ -177,7 +178,7 @@ class ConvStep final : public Step {
           s_.bias_values.data(), s_.relu ? relu_desc_.get() : identity_desc_.get(), s_.y.get(),
           s_.y_data);
       if (status == CUDNN_STATUS_SUCCESS) return;
-      if (!c.probe || !is_not_supported(status)) {
+      if (!c.probe || !is_refusal(status)) {
         throw_cudnn(status, "cudnnConvolutionBiasActivationForward", __FILE__, __LINE__);
       }
       fused_ = false;
