@@ -102,13 +102,14 @@ step build 300 cmake --build "$build" -j "$jobs" --target carb test_cuda test_ba
 carb="$build/src/cli/carb"
 
 # --- 3. GPU tests and conformance ---------------------------------------------------------------
+# Through ctest: each test in its own process with its own timeout, so a crash costs one test.
 if [ -x "$build/tests/test_cuda" ]; then
-  step gpu-tests 150 "$build/tests/test_cuda" --gtest_output="xml:$out/tests-cuda.xml"
+  step gpu-tests 180 ctest --test-dir "$build" -L '^cuda$' -j 4 --timeout 120 \
+    --output-on-failure --output-junit "$out/tests-cuda.xml"
 fi
 if [ -x "$build/tests/backends/test_backends" ]; then
-  step conformance 150 "$build/tests/backends/test_backends" \
-    --gtest_filter='AllDevices/Conformance.*cuda*:ConformanceCoverage.*' \
-    --gtest_output="xml:$out/tests-conformance.xml"
+  step conformance 180 ctest --test-dir "$build" -L '^backends$' -R 'Conformance' -j 8 \
+    --timeout 120 --output-on-failure --output-junit "$out/tests-conformance.xml"
 fi
 [ -x "$carb" ] && step devices 60 "$carb" devices
 

@@ -9,7 +9,6 @@
 #include <charconv>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <sstream>
 #include <vector>
 
@@ -140,16 +139,33 @@ std::optional<std::pair<std::string, FoundAlgorithm>> parse_cache_line(std::stri
 }
 
 AlgorithmCache::AlgorithmCache(std::filesystem::path file) : file_(std::move(file)) {
-  std::ifstream in(file_);
-  if (!in) {
-    if (std::filesystem::exists(file_)) {
-      throw Error(ErrorCategory::kRuntime, file_.string() + ": cannot read the cuDNN find cache");
-    }
-    return;
+  const int fd = ::open(file_.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOENT) return;  // no cache yet: the first store() creates it
+    throw Error(ErrorCategory::kRuntime,
+                file_.string() + ": cannot read the cuDNN find cache: " + std::strerror(errno));
   }
-  std::string line;
+  // A shared lock: a writer holds an exclusive one while it appends, so no line is read torn.
+  std::string text;
+  char buffer[65536];
+  bool failed = ::flock(fd, LOCK_SH) != 0;
+  while (!failed) {
+    const ssize_t count = ::read(fd, buffer, sizeof buffer);
+    if (count < 0 && errno == EINTR) continue;
+    if (count <= 0) {
+      failed = count < 0;
+      break;
+    }
+    text.append(buffer, static_cast<std::size_t>(count));
+  }
+  const std::string reason = failed ? std::strerror(errno) : "";
+  ::close(fd);
+  if (failed) {
+    throw Error(ErrorCategory::kRuntime,
+                file_.string() + ": cannot read the cuDNN find cache: " + reason);
+  }
   int number = 0;
-  while (std::getline(in, line)) {
+  for (const std::string_view line : split(text, '\n')) {
     ++number;
     if (line.empty()) continue;
     auto parsed = parse_cache_line(line);
