@@ -1,7 +1,8 @@
-// Times carb's CPU engine on configurations given by key: warm-up, then forward passes for a
-// fixed time; prints one JSON object per key (median, p5, p95 in ms). bench/pytorch_compare.py
-// runs it side by side with PyTorch.
-// Usage: bench_engine [--seconds S] KEY...
+// Times carb's engine on configurations given by key: warm-up, then forward passes for a fixed
+// time; prints one JSON object per key (host wall-clock median, p5, p95 of run()+sync() in ms,
+// and the device clock's median where the device has one). bench/pytorch_compare.py (CPU) and
+// bench/gpu/torch_compare.py (GPU) run it side by side with PyTorch.
+// Usage: bench_engine [--device ID] [--seconds S] [--cuda-graph] [--cudnn-find] KEY...
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -13,25 +14,42 @@
 
 int main(int argc, char** argv) {
   double seconds = 3.0;
+  std::string device_id = "cpu:0";
+  carb::SessionOptions options;
   std::vector<std::string> keys;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--seconds") == 0 && i + 1 < argc) {
       seconds = std::stod(argv[++i]);
+    } else if (std::strcmp(argv[i], "--device") == 0 && i + 1 < argc) {
+      device_id = argv[++i];
+    } else if (std::strcmp(argv[i], "--cuda-graph") == 0) {
+      options.cuda_graph = true;
+    } else if (std::strcmp(argv[i], "--cudnn-find") == 0) {
+      options.cudnn_find = true;
     } else {
       keys.emplace_back(argv[i]);
     }
   }
   try {
-    const auto backends = carb::make_backends();
-    const carb::Device& device = *backends.front()->devices().front();
+    const auto backend = carb::make_backend_for(device_id);
+    const carb::Device* found = nullptr;
+    for (const auto& candidate : backend->devices()) {
+      if (candidate->info().id == device_id) found = candidate.get();
+    }
+    if (found == nullptr) {
+      throw carb::Error(carb::ErrorCategory::kUsage,
+                        "no device '" + device_id + "' here: " + backend->unavailable_reason());
+    }
+    const carb::Device& device = *found;
     using Clock = std::chrono::steady_clock;
     for (const std::string& key : keys) {
-      const auto session = device.prepare(carb::parse_key(key), 1);
+      const auto session = device.prepare(carb::parse_key(key), 1, options);
       for (int i = 0; i < 5; ++i) {
         session->run();
         session->sync();
       }
       std::vector<double> samples_ms;
+      std::vector<double> device_samples_ms;
       const auto start = Clock::now();
       while (std::chrono::duration<double>(Clock::now() - start).count() < seconds ||
              samples_ms.size() < 10) {
@@ -40,12 +58,19 @@ int main(int argc, char** argv) {
         session->sync();
         samples_ms.push_back(
             std::chrono::duration<double, std::milli>(Clock::now() - before).count());
+        if (const auto device_ms = session->last_run_device_ms()) {
+          device_samples_ms.push_back(*device_ms);
+        }
       }
       const carb::LatencyStats stats = carb::summarize_latency(samples_ms, 0.01);
+      std::string device_median = "null";
+      if (!device_samples_ms.empty()) {
+        device_median = std::to_string(carb::summarize_latency(device_samples_ms, 0.01).median_ms);
+      }
       std::printf(
           "{\"key\": \"%s\", \"median_ms\": %.4f, \"p5_ms\": %.4f, \"p95_ms\": %.4f, "
-          "\"samples\": %lld, \"threads\": %d}\n",
-          key.c_str(), stats.median_ms, stats.p5_ms, stats.p95_ms,
+          "\"device_median_ms\": %s, \"samples\": %lld, \"threads\": %d}\n",
+          key.c_str(), stats.median_ms, stats.p5_ms, stats.p95_ms, device_median.c_str(),
           static_cast<long long>(stats.count), device.info().threads);
       std::fflush(stdout);
     }

@@ -1,10 +1,13 @@
 // Inference backends: a Backend lists Devices; a Device says whether it supports a configuration
 // and prepares a Session that runs one forward pass. Timing, repetition and statistics are never
-// in here (the measure module times Session::run()/sync()).
+// in here (the measure module times Session::run()/sync(), and reads a device clock where the
+// device has one).
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <nlohmann/json_fwd.hpp>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -43,17 +46,34 @@ struct DeviceInfo {
   std::string isa;      ///< instruction set the library's kernels use, e.g. "avx2"
   int threads = 0;      ///< compute threads a session uses (CPU), 0 where not applicable
   std::vector<PrecisionSupport> precisions;  ///< one entry per Precision
+  std::int64_t memory_bytes = 0;  ///< device memory (GPU); 0 where the device uses host memory
+  std::string uuid;               ///< GPU UUID as NVML spells it ("GPU-..."); empty for CPUs
+  std::string driver;             ///< GPU driver version (NVML); empty for CPUs or without NVML
 };
 
-/// Bytes of the buffers a session holds. Everything is allocated in prepare() and held until the
-/// session dies, so the steady-state total is weight + activation + scratchpad bytes. The
-/// library's own small objects (generated kernel code, primitive cache) are not buffers and are
-/// not counted.
+/// How a session runs where a device offers a choice; a device ignores what it does not offer
+/// (the CPU engine offers none of these).
+struct SessionOptions {
+  /// Capture the whole forward pass once as a CUDA Graph and replay it in run().
+  bool cuda_graph = false;
+  /// Choose cuDNN's convolution algorithms by timing them (cudnnFind), cached per convolution,
+  /// GPU and cuDNN version in `algorithm_cache`, instead of by cuDNN's heuristics (the default,
+  /// which is deterministic).
+  bool cudnn_find = false;
+  /// The find cache file; empty: $XDG_CACHE_HOME/carb/cudnn-find.tsv (~/.cache/carb/...).
+  std::string algorithm_cache;
+};
+
+/// Bytes of the buffers a session holds (host memory on a CPU, device memory on a GPU).
+/// Everything is allocated in prepare() and held until the session dies, so the steady-state
+/// total is weight + activation + scratchpad bytes. The library's own small objects (generated
+/// kernel code, primitive cache, a GPU's CUDA context) are not buffers and are not counted.
 struct MemoryUsage {
   /// Folded weights and biases in the kernels' layouts, any channel padding included.
   std::int64_t weight_bytes = 0;
   std::int64_t activation_bytes = 0;  ///< the activation arena (planned offsets, buffers reused)
-  std::int64_t scratchpad_bytes = 0;  ///< the one scratchpad shared by every kernel
+  /// The one scratchpad shared by every kernel (GPU: cuDNN's and cuBLAS's workspaces).
+  std::int64_t scratchpad_bytes = 0;
   /// High-water mark over the session's life: the steady state plus the largest transient
   /// staging during prepare() (one layer's generated and folded parameters, or the input).
   std::int64_t peak_bytes = 0;
@@ -77,6 +97,10 @@ class Session {
   virtual void run() = 0;
   /// Waits until every enqueued forward pass has finished.
   virtual void sync() = 0;
+  /// The device clock's time of the last run(), ms (GPU: CUDA events around it), once it has
+  /// finished; nullopt where the device has no clock of its own (a CPU's is the host's) or
+  /// before the first run().
+  virtual std::optional<double> last_run_device_ms() { return std::nullopt; }
 
   /// The network this session runs.
   virtual const Network& network() const = 0;
@@ -84,6 +108,9 @@ class Session {
   virtual MemoryUsage memory() const = 0;
   /// The kernels run() executes, in order.
   virtual std::vector<KernelInfo> kernels() const = 0;
+  /// How the session runs beyond its kernels, a JSON object for provenance (GPU: layout, math,
+  /// CUDA Graph, algorithm selection, context memory); empty by default.
+  virtual nlohmann::json details() const;
 
   /// Replaces the input with NCHW float values (network().tensors[input].elements() of them);
   /// throws carb::Error (input) on a size mismatch. Not part of run().
@@ -92,6 +119,14 @@ class Session {
   /// [batch][classes] order.
   virtual std::vector<float> read_output() = 0;
 };
+
+/// Whether a device described by `info` can run `config`: a valid configuration in a precision
+/// the device supports (the reason otherwise). What every backend's supports() checks first.
+Support support_for(const Config& config, const DeviceInfo& info);
+
+/// Throws carb::Error (input) naming the configuration, the device and the reason when
+/// support_for() says no; what every backend's prepare() checks first.
+void require_support(const Config& config, const DeviceInfo& info);
 
 /// One device of a backend.
 class Device {
@@ -102,9 +137,14 @@ class Device {
   virtual Support supports(const Config& config) const = 0;
   /// Builds a session whose parameters and input come from `seed` (generate_layer_parameters,
   /// generate_input). Throws carb::Error: input when supports() says no, runtime when the
-  /// library or the environment fails; std::bad_alloc when memory runs out. The session does
-  /// not refer to this Device.
-  virtual std::unique_ptr<Session> prepare(const Config& config, std::uint64_t seed) const = 0;
+  /// library or the environment fails; std::bad_alloc when memory runs out (host or device).
+  /// The session does not refer to this Device.
+  virtual std::unique_ptr<Session> prepare(const Config& config, std::uint64_t seed,
+                                           const SessionOptions& options) const = 0;
+  /// prepare() with the default options.
+  std::unique_ptr<Session> prepare(const Config& config, std::uint64_t seed) const {
+    return prepare(config, seed, SessionOptions{});
+  }
 };
 
 /// An inference library and the devices it can drive on this machine (possibly none).
@@ -114,11 +154,22 @@ class Backend {
   /// "cpu" or "cuda".
   virtual std::string_view name() const = 0;
   virtual const std::vector<std::unique_ptr<Device>>& devices() const = 0;
+  /// Why devices() is empty (no driver, no GPU, ...); empty when it lists devices.
+  virtual std::string unavailable_reason() const { return {}; }
 };
 
 /// Every backend compiled into this build, in a fixed order (cpu first). Throws carb::Error
 /// (runtime) when a library fails to initialise.
 std::vector<std::unique_ptr<Backend>> make_backends();
+
+/// The names of the backends in this build, in make_backends() order: "cpu", then "cuda" where
+/// the build has it.
+std::vector<std::string> backend_names();
+
+/// The backend a device id ("cuda:0") or kind ("cuda") belongs to, alone, so that measuring on
+/// one backend never initialises another. Throws carb::Error (usage) naming this build's
+/// backends when there is no such backend.
+std::unique_ptr<Backend> make_backend_for(std::string_view device);
 
 /// Batch-norm epsilon of every generated network (PyTorch's default).
 inline constexpr double kBatchNormEpsilon = 1e-5;

@@ -32,13 +32,23 @@ struct Protocol {
   double energy_window_min_s = 1.0;  ///< (key) energy window of repeated inferences, at least
   double cooldown_s = 0.0;           ///< (key) idle time before each configuration
   std::uint64_t seed = 1;            ///< (key) weights and input
-  double timeout_s = 300.0;          ///< a worker without a result after this long is killed
+  /// (key when true) Replay the forward pass as one CUDA Graph (SessionOptions::cuda_graph).
+  bool cuda_graph = false;
+  /// (key when true) cuDNN algorithms by timed search, cached (SessionOptions::cudnn_find).
+  bool cudnn_find = false;
+  std::string cudnn_cache;   ///< the find cache file; empty: the default (SessionOptions)
+  double timeout_s = 300.0;  ///< a worker without a result after this long is killed
+  /// A GPU whose clocks a protective reason (kRemeasureClocksEventReasons) held down during the
+  /// timed passes or the energy window is left idle this long, then measured again...
+  double throttle_cooldown_s = 5.0;
+  int throttle_retries = 2;  ///< ...at most this many times; then the row says it was throttled
   /// Address space each worker may map (RLIMIT_AS), bytes; 0: no limit. A configuration that
   /// needs more fails to allocate and is recorded as `oom` instead of waking the kernel's OOM
   /// killer on a shared machine.
   std::int64_t worker_memory_limit_bytes = 0;
 
-  /// The (key) fields as a JSON object: what a measurement key hashes.
+  /// The (key) fields as a JSON object: what a measurement key hashes. cuda_graph and
+  /// cudnn_find appear only when true, so keys measured before they existed stay the same.
   nlohmann::json key_json() const;
   /// Every field as a JSON object.
   nlohmann::json to_json() const;
@@ -90,17 +100,26 @@ struct Measurement {
 };
 
 /// Measures one configuration in this process: supports() check, cooldown, prepare, warm-up,
-/// adaptive timing, the energy window (skipped, with the meter's reason, when the meter has no
-/// sensor), memory figures. Per-configuration failures come back as a status, not an exception.
+/// adaptive timing (on the device clock where the session has one, else the host's), the
+/// energy window (skipped, with the meter's reason, when the meter has no sensor), memory
+/// figures. With a GPU monitor, the GPU's state is sampled through the timed passes and the
+/// energy window (provenance "gpu"), and a window the GPU throttled itself in is measured again
+/// after a cooldown (Protocol::throttle_*). Per-configuration failures come back as a status,
+/// not an exception.
 Measurement measure_configuration(const Device& device, const Config& config,
-                                  const Protocol& protocol, EnergyMeter& meter);
+                                  const Protocol& protocol, EnergyMeter& meter,
+                                  GpuMonitor* monitor = nullptr);
 
 /// Average power of an idle window of `seconds` (nothing running), W; nullopt with the meter's
 /// reason in `why` when the meter cannot measure it.
 std::optional<double> measure_idle_power_w(EnergyMeter& meter, double seconds, std::string* why);
 
-/// The energy meter for a device: the host's CPU meter (RAPL, perf or none) for CPU devices.
+/// The energy meter for a device: the host's CPU meter (RAPL, perf or none) for CPU devices,
+/// the GPU's NVML energy counter (or none, with the reason) for CUDA devices.
 std::unique_ptr<EnergyMeter> open_energy_meter(const DeviceInfo& device);
+
+/// The NVML monitor of a CUDA device (possibly unavailable, with its reason); nullptr for a CPU.
+std::unique_ptr<GpuMonitor> open_device_monitor(const DeviceInfo& device);
 
 /// How to start a worker: an executable and the arguments that put it in worker mode (carb
 /// uses itself: /proc/self/exe with the hidden verb "__worker").

@@ -1,7 +1,8 @@
-// CPU energy meters (Linux RAPL through powercap sysfs, perf power events, or an explicit "no
-// sensor" with its reason), host information for provenance, and this process's resident memory.
-// Every sysfs/procfs reader takes the root directory it reads under ("/" on a live machine) so
-// tests can replay recorded files from a temporary directory.
+// Energy meters (Linux RAPL through powercap sysfs, perf power events, NVML's GPU energy counter,
+// or an explicit "no sensor" with its reason), GPU state through NVML, host information for
+// provenance, and this process's resident memory. Every sysfs/procfs reader takes the root
+// directory it reads under ("/" on a live machine) so tests can replay recorded files from a
+// temporary directory; NVML is opened with dlopen and never linked.
 #pragma once
 
 #include <chrono>
@@ -19,8 +20,8 @@ namespace carb {
 
 /// Energy over one measurement window, from start() to stop() of an EnergyMeter.
 struct EnergyWindow {
-  /// Total energy of every CPU package over the window, joules; nullopt when it could not be
-  /// measured (never 0 and never an estimate in that case).
+  /// Total energy of what the meter reads (every CPU package, or one GPU) over the window,
+  /// joules; nullopt when it could not be measured (never 0 and never an estimate in that case).
   std::optional<double> energy_j;
   double duration_s = 0.0;         ///< steady-clock seconds from start() to stop()
   std::string unavailable_reason;  ///< why energy_j is nullopt; empty when it has a value
@@ -31,7 +32,8 @@ struct EnergyWindow {
 /// EPYC 9965); brief turbo excursions above it are why callers should poll well inside the bound.
 inline constexpr double kAssumedMaxPackagePowerW = 500.0;
 
-/// A CPU energy sensor read around measurement windows. Not thread-safe; one window at a time.
+/// An energy sensor (CPU packages or a GPU) read around measurement windows. Not thread-safe;
+/// one window at a time.
 ///
 /// Usage: start(); then sample() at least every max_poll_interval_s() while the window lasts;
 /// then stop(). A counter that wraps more than once between two reads loses whole wraps without
@@ -41,7 +43,7 @@ class EnergyMeter {
  public:
   virtual ~EnergyMeter() = default;
 
-  /// The energy method as stored with a measurement: "rapl", "perf" or "none".
+  /// The energy method as stored with a measurement: "rapl", "perf", "nvml" or "none".
   virtual std::string name() const = 0;
   /// What exactly is read (sysfs zones or perf event and CPUs); "none" without a sensor.
   virtual std::string sensor() const = 0;
@@ -95,6 +97,118 @@ std::unique_ptr<EnergyMeter> open_perf_energy_meter(const std::filesystem::path&
 /// The best CPU energy meter under `root`: RAPL, else perf, else a NoSensorMeter whose reason
 /// says why each of the two failed.
 std::unique_ptr<EnergyMeter> open_cpu_energy_meter(const std::filesystem::path& root = "/");
+
+// --- NVIDIA GPUs through NVML ------------------------------------------------------------------
+
+/// One of NVML's clocks-event ("throttle") reasons: its bit (nvml.h's nvmlClocksEventReason*) and
+/// carb's name for it.
+struct ClocksEventReason {
+  std::uint64_t bit;
+  std::string_view name;
+};
+inline constexpr ClocksEventReason kClocksEventReasons[] = {
+    {0x1, "gpu_idle"},
+    {0x2, "applications_clocks_setting"},
+    {0x4, "sw_power_cap"},
+    {0x8, "hw_slowdown"},
+    {0x10, "sync_boost"},
+    {0x20, "sw_thermal_slowdown"},
+    {0x40, "hw_thermal_slowdown"},
+    {0x80, "hw_power_brake_slowdown"},
+    {0x100, "display_clock_setting"},
+};
+/// The reasons that mean the GPU slowed itself down to protect itself (hardware slowdown,
+/// thermal, power brake): a window during which one was active is measured again after a
+/// cooldown. A software power cap is the normal state of a GPU at full load and is only recorded.
+inline constexpr std::uint64_t kRemeasureClocksEventReasons = 0x8 | 0x20 | 0x40 | 0x80;
+
+/// The names of the reasons in `reasons`, joined by '+' in bit order ("none" for 0); unknown bits
+/// as one hexadecimal number, e.g. "sw_power_cap+0x1000".
+std::string clocks_event_reason_names(std::uint64_t reasons);
+
+/// One reading of a GPU's state through NVML; a field is nullopt when NVML cannot read it there.
+struct GpuSample {
+  std::optional<int> sm_clock_mhz;
+  std::optional<int> memory_clock_mhz;
+  std::optional<int> temperature_c;
+  /// nvmlDeviceGetPowerUsage: on Ampere and newer a one-second average, so a cross-check of the
+  /// energy counter, never integrated into energy.
+  std::optional<double> power_w;
+  std::optional<double> power_limit_w;  ///< the enforced power limit
+  std::optional<std::uint64_t> clocks_event_reasons;
+  std::optional<int> gpu_utilization_percent;     ///< over NVML's last sample period
+  std::optional<int> memory_utilization_percent;  ///< memory-controller busy share, same period
+  std::optional<std::int64_t> memory_used_bytes;  ///< the whole GPU's, every process
+};
+
+/// A sample as a JSON object (absent fields are null).
+nlohmann::json gpu_sample_json(const GpuSample& sample);
+
+/// The samples of one measurement window: the first and the last, the clocks-event reasons ORed
+/// over all of them, and the mean instant power.
+class GpuWindow {
+ public:
+  void add(const GpuSample& sample);
+  int samples() const { return samples_; }
+  const std::optional<GpuSample>& first() const { return first_; }
+  const std::optional<GpuSample>& last() const { return last_; }
+  /// The reasons ORed over every sample that had them; nullopt when none had.
+  std::optional<std::uint64_t> reasons() const { return reasons_; }
+  /// Whether a reason of kRemeasureClocksEventReasons was active at any sample.
+  bool throttled() const;
+  /// {"samples", "start", "end", "clocks_event_reasons", "clocks_event_reason_names",
+  /// "mean_power_w"}.
+  nlohmann::json to_json() const;
+
+ private:
+  int samples_ = 0;
+  std::optional<GpuSample> first_;
+  std::optional<GpuSample> last_;
+  std::optional<std::uint64_t> reasons_;
+  double power_sum_w_ = 0;
+  int power_samples_ = 0;
+};
+
+/// What a GPU is, read through NVML, for the device fingerprint and provenance.
+struct GpuIdentity {
+  std::string name;
+  std::string uuid;  ///< "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx"
+  std::string driver_version;
+  std::string nvml_version;
+  std::optional<std::int64_t> memory_total_bytes;
+  std::optional<double> power_limit_w;  ///< enforced now
+  std::optional<double> default_power_limit_w;
+};
+
+/// GpuIdentity as a JSON object (absent fields are null).
+nlohmann::json gpu_identity_json(const GpuIdentity& identity);
+
+/// One GPU seen through NVML. Never changes any setting of the GPU. Not thread-safe.
+class GpuMonitor {
+ public:
+  virtual ~GpuMonitor() = default;
+  /// Whether NVML is loaded and sees this GPU.
+  virtual bool available() const = 0;
+  /// Why not; empty when available() is true.
+  virtual std::string unavailable_reason() const = 0;
+  /// Name, UUID, driver, memory and power limits; an identity with only the UUID when unavailable.
+  virtual GpuIdentity identity() const = 0;
+  /// The state now; every field nullopt when unavailable.
+  virtual GpuSample sample() = 0;
+  /// This process's memory on the GPU as the driver counts it (its CUDA context included),
+  /// bytes; nullopt with `why` when NVML cannot say: no NVML, no permission, or this process's
+  /// id not among the GPU's compute processes (a container with its own PID namespace).
+  virtual std::optional<std::int64_t> process_memory_bytes(std::string* why) = 0;
+};
+
+/// The GPU whose NVML UUID is `uuid`, through libnvidia-ml.so.1 (opened at first use, once per
+/// process); an unavailable monitor with the reason when the library cannot be loaded or
+/// initialised, or has no such GPU.
+std::unique_ptr<GpuMonitor> open_gpu_monitor(const std::string& uuid);
+
+/// The energy meter of that GPU: NVML's total-energy counter (mJ, Volta and newer), read around
+/// each window; a NoSensorMeter with the reason when NVML, the GPU or the counter is unavailable.
+std::unique_ptr<EnergyMeter> open_nvml_energy_meter(const std::string& uuid);
 
 /// ISA extensions that decide which inference kernels a CPU runs, in /proc/cpuinfo's spelling.
 inline constexpr std::string_view kInferenceIsaFlags[] = {

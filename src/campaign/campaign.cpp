@@ -44,20 +44,31 @@ namespace campaign_detail {
 const Device& find_device(const std::vector<std::unique_ptr<Backend>>& backends,
                           const std::string& wanted) {
   std::string known;
+  std::string without;  // backends without devices, and why
   for (const auto& backend : backends) {
     for (const auto& device : backend->devices()) {
       if (device->info().id == wanted || device->info().kind == wanted) return *device;
       known += (known.empty() ? "" : ", ") + device->info().id;
     }
+    if (backend->devices().empty()) {
+      without += "; " + std::string(backend->name()) + ": " + backend->unavailable_reason();
+    }
   }
   throw Error(ErrorCategory::kUsage, "no device '" + wanted + "' on this machine (devices: " +
-                                         (known.empty() ? "none" : known) + ")");
+                                         (known.empty() ? "none" : known) + ")" + without);
 }
 
-// What identifies a device's performance: the host's CPU fingerprint, the library and threads.
+// What identifies a device's performance: the host's CPU fingerprint, the library and threads;
+// for a GPU also its name, memory and driver (its UUID is left out, so identical cards share a
+// fingerprint as identical hosts do).
 std::string fingerprint_of(const DeviceInfo& info, const HostInfo& host) {
-  return device_fingerprint(host) + "|" + info.kind + "|" + info.library + "|isa=" + info.isa +
-         "|threads=" + std::to_string(info.threads);
+  std::string fingerprint = device_fingerprint(host) + "|" + info.kind + "|" + info.library +
+                            "|isa=" + info.isa + "|threads=" + std::to_string(info.threads);
+  if (info.kind != "cpu") {
+    fingerprint += "|gpu=" + info.name + "|memory=" + std::to_string(info.memory_bytes) +
+                   "|driver=" + info.driver;
+  }
+  return fingerprint;
 }
 
 nlohmann::json device_details(const DeviceInfo& info, const HostInfo& host) {
@@ -66,14 +77,24 @@ nlohmann::json device_details(const DeviceInfo& info, const HostInfo& host) {
     precisions[std::string(to_string(support.precision))] =
         support.supported ? "supported" : "unsupported: " + support.reason;
   }
-  return {{"id", info.id},
-          {"kind", info.kind},
-          {"name", info.name},
-          {"library", info.library},
-          {"isa", info.isa},
-          {"threads", info.threads},
-          {"precisions", precisions},
-          {"host", host_info_json(host)}};
+  nlohmann::json details = {{"id", info.id},
+                            {"kind", info.kind},
+                            {"name", info.name},
+                            {"library", info.library},
+                            {"isa", info.isa},
+                            {"threads", info.threads},
+                            {"precisions", precisions},
+                            {"host", host_info_json(host)}};
+  if (const auto monitor = open_device_monitor(info)) {
+    // The GPU as NVML sees it when the campaign starts: identity, power limits, clocks.
+    details["gpu"] = monitor->available()
+                         ? nlohmann::json{{"identity", gpu_identity_json(monitor->identity())},
+                                          {"state", gpu_sample_json(monitor->sample())}}
+                         : nlohmann::json{{"unavailable", monitor->unavailable_reason()}};
+    details["memory_bytes"] = info.memory_bytes;
+    details["uuid"] = info.uuid;
+  }
+  return details;
 }
 
 MeasurementRecord record_of(const Measurement& measurement, const Config& config,
@@ -299,7 +320,8 @@ double parse_duration_s(const std::string& text) {
 
 std::string device_fingerprint_of(const std::string& device) {
   const auto backends = make_backends();
-  return fingerprint_of(find_device(backends, device).info(), read_host_info());
+  return campaign_detail::fingerprint_of(campaign_detail::find_device(backends, device).info(),
+                                         read_host_info());
 }
 
 CampaignSummary run_campaign(const std::vector<Config>& configs, const CampaignOptions& options,

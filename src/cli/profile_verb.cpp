@@ -48,6 +48,14 @@ void run_devices(const std::string& format) {
     }
   }
   writer->finish();
+  // A backend built in but without devices says why: below the table, or on stderr so CSV and
+  // JSON stay machine-readable.
+  std::ostream& notes = format == "table" ? std::cout : std::cerr;
+  for (const auto& backend : backends) {
+    if (backend->devices().empty()) {
+      notes << backend->name() << ": no devices: " << backend->unavailable_reason() << "\n";
+    }
+  }
 }
 
 // --- carb profile -------------------------------------------------------------------------
@@ -231,6 +239,24 @@ void add_profile_verbs(CLI::App& app) {
   profile->add_option("--retry-limit", options->retry_limit, "attempts per failing configuration");
   profile->add_option("--idle-window", options->idle_window_s,
                       "idle-power baseline window, seconds (with a sensor)");
+  profile->add_flag("--cuda-graph", options->protocol.cuda_graph,
+                    "GPU: replay each forward pass as one captured CUDA Graph");
+  CLI::Option* find = profile->add_flag(
+      "--cudnn-find", options->protocol.cudnn_find,
+      "GPU: choose cuDNN algorithms by timing them (cached) instead of heuristics");
+  profile
+      ->add_option("--cudnn-cache", options->protocol.cudnn_cache,
+                   "GPU: file caching --cudnn-find's choices (default "
+                   "~/.cache/carb/cudnn-find.tsv)")
+      ->needs(find);
+  profile
+      ->add_option("--throttle-cooldown", options->protocol.throttle_cooldown_s,
+                   "GPU: idle seconds before measuring a throttled configuration again")
+      ->check(CLI::NonNegativeNumber);
+  profile
+      ->add_option("--throttle-retries", options->protocol.throttle_retries,
+                   "GPU: how often a throttled configuration is measured again")
+      ->check(CLI::NonNegativeNumber);
   profile->callback([options] { run_profile(*options); });
 
   auto export_options = std::make_shared<std::pair<std::string, std::string>>();

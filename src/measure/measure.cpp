@@ -203,51 +203,101 @@ void inject_fault_if_asked(const Config& config) {
   }
 }
 
+// Samples a GPU's state through a window: at its start, at most every kGpuSampleInterval
+// between passes, and at its end, ORing the clocks-event reasons. A no-op without a monitor.
+class GpuWatch {
+ public:
+  static constexpr std::chrono::milliseconds kGpuSampleInterval{100};
+
+  explicit GpuWatch(GpuMonitor* monitor) : monitor_(monitor) {}
+  void begin() {
+    window_ = GpuWindow{};
+    take();
+  }
+  void poll() {
+    if (monitor_ != nullptr && Clock::now() - last_ >= kGpuSampleInterval) take();
+  }
+  void end() { take(); }
+  const GpuWindow& window() const { return window_; }
+
+ private:
+  void take() {
+    if (monitor_ == nullptr || !monitor_->available()) return;
+    window_.add(monitor_->sample());
+    last_ = Clock::now();
+  }
+
+  GpuMonitor* monitor_;
+  GpuWindow window_;
+  Clock::time_point last_{};
+};
+
+std::string not_converged(const LatencyStats& stats, double timed_s, const char* clock) {
+  return std::string("not converged: 95% CI half-width ") +
+         std::to_string(100 * stats.ci_half_width_ms / stats.median_ms) + "% of the " + clock +
+         " median after " + std::to_string(stats.count) + " samples in " + std::to_string(timed_s) +
+         " s";
+}
+
 // Times forward passes until the median's CI is tight enough (after the minimum samples and
-// time), or the time limit. Convergence is checked when the sample count has grown by 10%, so
-// the sort it needs costs O(n log n) in total, not per sample.
-void time_adaptively(Session& session, const Protocol& protocol, Measurement& measurement) {
+// time), or the time limit. The primary clock is the device's where the session has one (CUDA
+// events), else the host's; both are kept. Convergence is checked when the sample count has
+// grown by 10%, so the sort it needs costs O(n log n) in total, not per sample. GPU samples are
+// taken between passes, outside the timed interval.
+void time_adaptively(Session& session, const Protocol& protocol, Measurement& measurement,
+                     GpuWatch& watch) {
   const auto start = Clock::now();
   std::size_t next_check = static_cast<std::size_t>(protocol.min_samples);
+  watch.begin();
   while (true) {
     const auto before = Clock::now();
     run_once(session);
     const auto after = Clock::now();
     measurement.wall_samples_ms.push_back(seconds_between(before, after) * 1e3);
+    if (const auto device_ms = session.last_run_device_ms()) {
+      measurement.device_samples_ms.push_back(*device_ms);
+    }
+    watch.poll();
     const double elapsed_s = seconds_between(start, after);
     if (elapsed_s >= protocol.max_time_s) break;
     const std::size_t count = measurement.wall_samples_ms.size();
     if (count >= next_check && elapsed_s >= protocol.min_time_s) {
+      const bool device = measurement.device_samples_ms.size() == count;
       const LatencyStats stats =
-          summarize_latency(measurement.wall_samples_ms, protocol.target_relative_ci);
+          summarize_latency(device ? measurement.device_samples_ms : measurement.wall_samples_ms,
+                            protocol.target_relative_ci);
       if (stats.converged) break;
       next_check = count + std::max<std::size_t>(1, count / 10);
     }
   }
+  watch.end();
   measurement.timed_s = seconds_between(start, Clock::now());
   measurement.wall_latency =
       summarize_latency(measurement.wall_samples_ms, protocol.target_relative_ci);
-  // Stopped by the time limit before the minimum sample count: not converged, whatever the CI.
-  if (measurement.wall_latency->count < protocol.min_samples) {
-    measurement.wall_latency->converged = false;
+  if (!measurement.device_samples_ms.empty()) {
+    measurement.device_latency =
+        summarize_latency(measurement.device_samples_ms, protocol.target_relative_ci);
   }
-  if (!measurement.wall_latency->converged) {
-    const LatencyStats& stats = *measurement.wall_latency;
-    measurement.detail = "not converged: 95% CI half-width " +
-                         std::to_string(100 * stats.ci_half_width_ms / stats.median_ms) +
-                         "% of the median after " + std::to_string(stats.count) + " samples in " +
-                         std::to_string(measurement.timed_s) + " s";
+  // Stopped by the time limit before the minimum sample count: not converged, whatever the CI.
+  for (auto* stats : {&measurement.wall_latency, &measurement.device_latency}) {
+    if (*stats && (*stats)->count < protocol.min_samples) (*stats)->converged = false;
+  }
+  const bool device = measurement.device_latency.has_value();
+  const LatencyStats& primary = device ? *measurement.device_latency : *measurement.wall_latency;
+  if (!primary.converged) {
+    measurement.detail = not_converged(primary, measurement.timed_s, device ? "device" : "wall");
   }
 }
 
 void measure_energy(Session& session, const Protocol& protocol, EnergyMeter& meter,
-                    Measurement& measurement) {
+                    Measurement& measurement, GpuWatch& watch) {
   measurement.energy_method = meter.name();
   measurement.energy_sensor = meter.sensor();
   if (!meter.available()) {
     measurement.energy_null_reason = meter.unavailable_reason();
     return;
   }
+  watch.begin();
   const double poll_s = std::min(0.5, meter.max_poll_interval_s() / 2);
   std::int64_t inferences = 0;
   const auto start = Clock::now();
@@ -260,8 +310,10 @@ void measure_energy(Session& session, const Protocol& protocol, EnergyMeter& met
       meter.sample();
       last_poll = Clock::now();
     }
+    watch.poll();
   }
   const EnergyWindow window = meter.stop();
+  watch.end();
   measurement.energy_s = seconds_between(start, Clock::now());
   measurement.energy_window_s = window.duration_s;
   measurement.energy_window_inferences = inferences;
@@ -297,14 +349,70 @@ void record_contention(const std::optional<CpuUsage>& before, const std::string&
 
 nlohmann::json device_provenance(const Device& device) {
   const DeviceInfo& info = device.info();
-  return {{"id", info.id},           {"kind", info.kind}, {"name", info.name},
-          {"library", info.library}, {"isa", info.isa},   {"threads", info.threads}};
+  nlohmann::json json = {{"id", info.id},           {"kind", info.kind}, {"name", info.name},
+                         {"library", info.library}, {"isa", info.isa},   {"threads", info.threads}};
+  if (!info.uuid.empty()) {
+    json["uuid"] = info.uuid;
+    json["driver"] = info.driver;
+    json["memory_bytes"] = info.memory_bytes;
+  }
+  return json;
+}
+
+// The timed passes and the energy window, measured again after a cooldown while a GPU held its
+// clocks down to protect itself during either (Protocol::throttle_*). Each attempt's GPU
+// windows are kept in the provenance.
+void time_and_measure_energy(Session& session, const Protocol& protocol, EnergyMeter& meter,
+                             GpuMonitor* monitor, Measurement& measurement) {
+  GpuWatch timing(monitor);
+  GpuWatch energy(monitor);
+  nlohmann::json attempts = nlohmann::json::array();
+  for (int attempt = 0;; ++attempt) {
+    measurement.detail.clear();
+    measurement.wall_samples_ms.clear();
+    measurement.device_samples_ms.clear();
+    measurement.device_latency.reset();
+    measurement.energy_j.reset();
+    measurement.energy_null_reason.clear();
+    std::string why;
+    const auto usage_before = read_cpu_usage(&why);
+    const auto timing_start = Clock::now();
+    time_adaptively(session, protocol, measurement, timing);
+    record_contention(usage_before, why, seconds_between(timing_start, Clock::now()), measurement);
+    measure_energy(session, protocol, meter, measurement, energy);
+    if (monitor == nullptr) return;
+    attempts.push_back(
+        {{"timing", timing.window().to_json()}, {"energy", energy.window().to_json()}});
+    const bool throttled = timing.window().throttled() || energy.window().throttled();
+    if (!throttled || attempt >= protocol.throttle_retries) {
+      nlohmann::json gpu = {{"attempts", attempts}};
+      if (!monitor->available()) gpu["unavailable"] = monitor->unavailable_reason();
+      if (measurement.energy_j && measurement.energy_window_s && energy.window().samples() > 0) {
+        // The counter's mean power beside NVML's instant power: a cross-check, never the figure.
+        gpu["counter_mean_power_w"] = *measurement.energy_j *
+                                      static_cast<double>(*measurement.energy_window_inferences) /
+                                      *measurement.energy_window_s;
+      }
+      measurement.provenance["gpu"] = gpu;
+      if (throttled) {
+        const std::uint64_t reasons =
+            timing.window().reasons().value_or(0) | energy.window().reasons().value_or(0);
+        const int times = attempt + 1;
+        measurement.detail += std::string(measurement.detail.empty() ? "" : "; ") +
+                              "throttled: " + clocks_event_reason_names(reasons) + ", measured " +
+                              std::to_string(times) + (times == 1 ? " time" : " times");
+      }
+      return;
+    }
+    std::this_thread::sleep_for(std::chrono::duration<double>(protocol.throttle_cooldown_s));
+  }
 }
 
 }  // namespace
 
 Measurement measure_configuration(const Device& device, const Config& config,
-                                  const Protocol& protocol, EnergyMeter& meter) {
+                                  const Protocol& protocol, EnergyMeter& meter,
+                                  GpuMonitor* monitor) {
   const Support support = device.supports(config);
   if (!support.supported) return failed(MeasurementStatus::kUnsupported, support.reason);
   if (protocol.cooldown_s > 0) {
@@ -315,7 +423,11 @@ Measurement measure_configuration(const Device& device, const Config& config,
   try {
     measurement.baseline_rss_bytes = static_cast<std::int64_t>(current_rss_bytes());
     const auto prepare_start = Clock::now();
-    const std::unique_ptr<Session> session = device.prepare(config, protocol.seed);
+    SessionOptions options;
+    options.cuda_graph = protocol.cuda_graph;
+    options.cudnn_find = protocol.cudnn_find;
+    options.algorithm_cache = protocol.cudnn_cache;
+    const std::unique_ptr<Session> session = device.prepare(config, protocol.seed, options);
     measurement.prepare_s = seconds_between(prepare_start, Clock::now());
     inject_fault_if_asked(config);
 
@@ -327,14 +439,20 @@ Measurement measure_configuration(const Device& device, const Config& config,
     }
     measurement.warmup_s = seconds_between(warmup_start, Clock::now());
 
-    std::string why;
-    const auto usage_before = read_cpu_usage(&why);
-    const auto timing_start = Clock::now();
-    time_adaptively(*session, protocol, measurement);
-    record_contention(usage_before, why, seconds_between(timing_start, Clock::now()), measurement);
-    measure_energy(*session, protocol, meter, measurement);
+    time_and_measure_energy(*session, protocol, meter, monitor, measurement);
 
     measurement.engine_memory = session->memory();
+    if (nlohmann::json details = session->details(); !details.empty()) {
+      measurement.provenance["engine"] = std::move(details);
+    }
+    if (monitor != nullptr) {
+      // The driver's view of this process while the session still holds everything.
+      std::string why;
+      const auto bytes = monitor->process_memory_bytes(&why);
+      measurement.provenance["gpu_memory"] = {
+          {"process_bytes", bytes ? nlohmann::json(*bytes) : nlohmann::json(nullptr)},
+          {"process_bytes_null_reason", bytes ? "" : why}};
+    }
     measurement.process_peak_rss_bytes = static_cast<std::int64_t>(peak_rss_bytes());
     nlohmann::json kernels = nlohmann::json::array();
     for (const KernelInfo& kernel : session->kernels()) {

@@ -9,21 +9,29 @@
 namespace carb {
 
 nlohmann::json Protocol::key_json() const {
-  return {{"warmup_min_s", warmup_min_s},
-          {"warmup_min_runs", warmup_min_runs},
-          {"min_samples", min_samples},
-          {"min_time_s", min_time_s},
-          {"target_relative_ci", target_relative_ci},
-          {"max_time_s", max_time_s},
-          {"energy_window_min_s", energy_window_min_s},
-          {"cooldown_s", cooldown_s},
-          {"seed", seed}};
+  nlohmann::json json = {{"warmup_min_s", warmup_min_s},
+                         {"warmup_min_runs", warmup_min_runs},
+                         {"min_samples", min_samples},
+                         {"min_time_s", min_time_s},
+                         {"target_relative_ci", target_relative_ci},
+                         {"max_time_s", max_time_s},
+                         {"energy_window_min_s", energy_window_min_s},
+                         {"cooldown_s", cooldown_s},
+                         {"seed", seed}};
+  if (cuda_graph) json["cuda_graph"] = true;
+  if (cudnn_find) json["cudnn_find"] = true;
+  return json;
 }
 
 nlohmann::json Protocol::to_json() const {
   nlohmann::json json = key_json();
+  json["cuda_graph"] = cuda_graph;
+  json["cudnn_find"] = cudnn_find;
+  json["cudnn_cache"] = cudnn_cache;
   json["timeout_s"] = timeout_s;
   json["worker_memory_limit_bytes"] = worker_memory_limit_bytes;
+  json["throttle_cooldown_s"] = throttle_cooldown_s;
+  json["throttle_retries"] = throttle_retries;
   return json;
 }
 
@@ -54,6 +62,16 @@ Protocol Protocol::from_json(const nlohmann::json& json) {
   read("seed", protocol.seed, std::uint64_t{0});
   read("timeout_s", protocol.timeout_s, 0.001);
   read("worker_memory_limit_bytes", protocol.worker_memory_limit_bytes, std::int64_t{0});
+  read("throttle_cooldown_s", protocol.throttle_cooldown_s, 0.0);
+  read("throttle_retries", protocol.throttle_retries, 0);
+  read("cuda_graph", protocol.cuda_graph, false);
+  read("cudnn_find", protocol.cudnn_find, false);
+  if (json.contains("cudnn_cache")) {
+    if (!json.at("cudnn_cache").is_string()) {
+      throw Error(ErrorCategory::kInput, "protocol field 'cudnn_cache' has the wrong type");
+    }
+    protocol.cudnn_cache = json.at("cudnn_cache").get<std::string>();
+  }
   return protocol;
 }
 

@@ -182,8 +182,14 @@ Measurement measure_in_worker(const WorkerCommand& command, const std::string& d
 
 std::unique_ptr<EnergyMeter> open_energy_meter(const DeviceInfo& device) {
   if (device.kind == "cpu") return open_cpu_energy_meter();
+  if (device.kind == "cuda") return open_nvml_energy_meter(device.uuid);
   return std::make_unique<NoSensorMeter>("no energy meter for " + device.kind +
                                          " devices in this build");
+}
+
+std::unique_ptr<GpuMonitor> open_device_monitor(const DeviceInfo& device) {
+  if (device.kind == "cuda") return open_gpu_monitor(device.uuid);
+  return nullptr;
 }
 
 int worker_main(const std::string& device_id, const std::string& key,
@@ -196,15 +202,16 @@ int worker_main(const std::string& device_id, const std::string& key,
     throw Error(ErrorCategory::kInput, std::string("--protocol is not JSON: ") + error.what());
   }
   const Protocol protocol = Protocol::from_json(parsed);
-  const auto backends = make_backends();
-  for (const auto& backend : backends) {
-    for (const auto& device : backend->devices()) {
-      if (device->info().id != device_id) continue;
-      const std::unique_ptr<EnergyMeter> meter = open_energy_meter(device->info());
-      const Measurement measurement = measure_configuration(*device, config, protocol, *meter);
-      std::cout << measurement.to_json().dump() << std::endl;
-      return 0;
-    }
+  // Only the device's own backend: a CPU worker never initialises CUDA.
+  const std::unique_ptr<Backend> backend = make_backend_for(device_id);
+  for (const auto& device : backend->devices()) {
+    if (device->info().id != device_id) continue;
+    const std::unique_ptr<EnergyMeter> meter = open_energy_meter(device->info());
+    const std::unique_ptr<GpuMonitor> monitor = open_device_monitor(device->info());
+    const Measurement measurement =
+        measure_configuration(*device, config, protocol, *meter, monitor.get());
+    std::cout << measurement.to_json().dump() << std::endl;
+    return 0;
   }
   throw Error(ErrorCategory::kInput, "no device '" + device_id + "' (see carb devices)");
 }

@@ -11,7 +11,7 @@
 #include "carb/error.hpp"
 #include "cpu/cpu_backend.hpp"
 #include "cpu/dnnl_check.hpp"
-#include "cpu/plan.hpp"
+#include "engine/plan.hpp"
 #include "reference.hpp"
 
 namespace carb {
@@ -152,10 +152,10 @@ TEST_F(CpuDeviceTest, ArenaIsThePlannedArenaAndWithinTheAnalyticPeakPlusTheKeptI
     const MemoryUsage memory = session->memory();
 
     // The session holds exactly what the planner placed.
-    const cpu::ExecutionPlan plan = cpu::plan_execution(network);
-    std::vector<cpu::BufferRequest> requests;
+    const engine::ExecutionPlan plan = engine::plan_execution(network);
+    std::vector<engine::BufferRequest> requests;
     for (std::size_t v = 0; v < plan.values.size(); ++v) {
-      const cpu::Value& value = plan.values[v];
+      const engine::Value& value = plan.values[v];
       const bool plain =
           static_cast<int>(v) == plan.input_value || static_cast<int>(v) == plan.output_value;
       const std::int64_t channels =
@@ -163,7 +163,7 @@ TEST_F(CpuDeviceTest, ArenaIsThePlannedArenaAndWithinTheAnalyticPeakPlusTheKeptI
       requests.push_back(
           {value.shape.elements() / value.shape.c * channels * 4, value.first_op, value.last_op});
     }
-    const cpu::ArenaPlan arena = cpu::plan_arena(requests, 64);
+    const engine::ArenaPlan arena = engine::plan_arena(requests, 64);
     EXPECT_EQ(memory.activation_bytes, arena.arena_bytes) << key;
     EXPECT_GE(memory.activation_bytes, arena.peak_live_bytes) << key;
 

@@ -1,13 +1,13 @@
-// The CPU engine's planners: which IR layers fuse into which kernels, and where activation
-// buffers sit in the arena.
+// The engines' planners: which IR layers fuse into which kernels, and where activation buffers
+// sit in the arena.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 
 #include "carb/graph.hpp"
-#include "cpu/plan.hpp"
+#include "engine/plan.hpp"
 
-namespace carb::cpu {
+namespace carb::engine {
 namespace {
 
 std::vector<BufferRequest> fp32_requests(const ExecutionPlan& plan) {
@@ -80,6 +80,43 @@ TEST(ExecutionPlan, KeepsTheInputAndOutputLiveForTheWholePass) {
   }
 }
 
+TEST(ExecutionPlan, SeparateOutputSumsReadTheIdentityAndWriteAFreshValue) {
+  const Network network = build_network(parse_key("basic18_w0.25_ds_r32_b1_fp32"));
+  const ExecutionPlan in_place = plan_execution(network);
+  const ExecutionPlan plan = plan_execution(network, ResidualMode::kSeparateOutput);
+  // The same kernels in the same order; only where the sums write differs.
+  ASSERT_EQ(plan.ops.size(), in_place.ops.size());
+  for (std::size_t k = 0; k < plan.ops.size(); ++k) {
+    EXPECT_EQ(plan.ops[k].name, in_place.ops[k].name);
+    EXPECT_EQ(plan.ops[k].sum, in_place.ops[k].sum);
+    EXPECT_EQ(in_place.ops[k].residual, -1);
+    // Every op writes a value no op wrote before it.
+    const Value& output = plan.values[static_cast<std::size_t>(plan.ops[k].output)];
+    EXPECT_EQ(output.first_op, static_cast<int>(k)) << plan.ops[k].name;
+    EXPECT_EQ(plan.ops[k].residual >= 0, plan.ops[k].sum) << plan.ops[k].name;
+  }
+  const Op& conv1 = op_named(plan, "layer1.0.conv1+bn1+relu");
+  const Op& conv2 = op_named(plan, "layer1.0.conv2+bn2+add+relu");
+  EXPECT_EQ(conv2.residual, conv1.input);
+  EXPECT_NE(conv2.output, conv2.residual);
+  EXPECT_NE(conv2.output, conv2.input);
+  const Op& downsample = op_named(plan, "layer2.0.downsample.0+downsample.1");
+  const Op& sum = op_named(plan, "layer2.0.conv2+bn2+add+relu");
+  EXPECT_EQ(sum.residual, downsample.output);
+  // The identity stays live until the sum has read it, so the arena never lets the sum's output
+  // overwrite it.
+  const std::size_t sum_index = static_cast<std::size_t>(&sum - plan.ops.data());
+  EXPECT_GE(plan.values[static_cast<std::size_t>(sum.residual)].last_op,
+            static_cast<int>(sum_index));
+  EXPECT_EQ(plan.values[static_cast<std::size_t>(plan.output_value)].shape,
+            network.tensors[static_cast<std::size_t>(network.output)]);
+  // A separate output costs at most one more identity-sized buffer at a time.
+  const ArenaPlan separate = plan_arena(fp32_requests(plan), 64);
+  const ArenaPlan accumulate = plan_arena(fp32_requests(in_place), 64);
+  EXPECT_GE(separate.peak_live_bytes, accumulate.peak_live_bytes);
+  EXPECT_LE(separate.peak_live_bytes, accumulate.peak_live_bytes * 2);
+}
+
 TEST(ExecutionPlan, ArenaIsThePeakLiveSetWithinTheAnalyticPeakPlusTheKeptInput) {
   for (const char* key : {"basic18_w1_ds_r224_b1_fp32", "basic34_w1_nods_r64_b4_fp32",
                           "bottleneck50_w1_ds_r224_b1_fp32", "bottleneck101_w0.5_nods_r33_b2_fp32",
@@ -150,4 +187,4 @@ TEST(ArenaPlan, RandomRequestsNeverShareBytesWhileBothLive) {
 }
 
 }  // namespace
-}  // namespace carb::cpu
+}  // namespace carb::engine

@@ -21,7 +21,7 @@ std::size_t at(const Shape& s, int a, int b, int c, int d) {
 }
 
 Tensor convolution(const Tensor& in, const Shape& is, const Shape& os, const Layer& layer,
-                   const std::vector<float>& weight) {
+                   const std::vector<double>& weight) {
   Tensor out(static_cast<std::size_t>(os.elements()), 0.0);
   const int k = layer.kernel;
   const Shape weights{os.c, is.c, k, k};  // OIHW
@@ -37,8 +37,7 @@ Tensor convolution(const Tensor& in, const Shape& is, const Shape& os, const Lay
               for (int kx = 0; kx < k; ++kx) {
                 const int ix = x * layer.stride - layer.padding + kx;
                 if (ix < 0 || ix >= is.w) continue;
-                sum += in[at(is, n, i, iy, ix)] *
-                       static_cast<double>(weight[at(weights, o, i, ky, kx)]);
+                sum += in[at(is, n, i, iy, ix)] * weight[at(weights, o, i, ky, kx)];
               }
             }
           }
@@ -106,15 +105,15 @@ Tensor global_avg_pool(const Tensor& in, const Shape& is, const Shape& os) {
   return out;
 }
 
-Tensor fully_connected(const Tensor& in, const Shape& is, const Shape& os,
-                       const LayerParameters& p) {
+Tensor fully_connected(const Tensor& in, const Shape& is, const Shape& os, const LayerParameters& p,
+                       const std::vector<double>& weight) {
   Tensor out(static_cast<std::size_t>(os.elements()));
   const Shape weights{os.c, is.c, 1, 1};  // [out][in]
   for (int n = 0; n < os.n; ++n) {
     for (int o = 0; o < os.c; ++o) {
       double sum = p.bias[static_cast<std::size_t>(o)];
       for (int i = 0; i < is.c; ++i) {
-        sum += in[at(is, n, i, 0, 0)] * static_cast<double>(p.weight[at(weights, o, i, 0, 0)]);
+        sum += in[at(is, n, i, 0, 0)] * weight[at(weights, o, i, 0, 0)];
       }
       out[at(os, n, o, 0, 0)] = sum;
     }
@@ -126,8 +125,19 @@ Tensor fully_connected(const Tensor& in, const Shape& is, const Shape& os,
 
 std::vector<double> reference_forward(const Network& network, std::uint64_t seed,
                                       std::span<const float> input) {
+  return reference_forward(network, seed, input, [](double value) { return value; });
+}
+
+std::vector<double> reference_forward(const Network& network, std::uint64_t seed,
+                                      std::span<const float> input,
+                                      const std::function<double(double)>& round) {
+  const auto rounded = [&round](auto values) {
+    Tensor out(values.begin(), values.end());
+    for (double& v : out) v = round(v);
+    return out;
+  };
   std::vector<Tensor> tensors(network.tensors.size());
-  tensors[static_cast<std::size_t>(network.input)].assign(input.begin(), input.end());
+  tensors[static_cast<std::size_t>(network.input)] = rounded(input);
   for (std::size_t i = 0; i < network.layers.size(); ++i) {
     const Layer& layer = network.layers[i];
     const Shape& is = network.tensors[static_cast<std::size_t>(layer.inputs[0])];
@@ -137,7 +147,7 @@ std::vector<double> reference_forward(const Network& network, std::uint64_t seed
     Tensor out;
     switch (layer.kind) {
       case LayerKind::kConv:
-        out = convolution(in, is, os, layer, p.weight);
+        out = convolution(in, is, os, layer, rounded(p.weight));
         break;
       case LayerKind::kBatchNorm:
         out = batch_norm(in, os, p);
@@ -159,9 +169,10 @@ std::vector<double> reference_forward(const Network& network, std::uint64_t seed
         out = global_avg_pool(in, is, os);
         break;
       case LayerKind::kFullyConnected:
-        out = fully_connected(in, is, os, p);
+        out = fully_connected(in, is, os, p, rounded(p.weight));
         break;
     }
+    for (double& v : out) v = round(v);
     tensors[static_cast<std::size_t>(layer.output)] = std::move(out);
   }
   return tensors[static_cast<std::size_t>(network.output)];

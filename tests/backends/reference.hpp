@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <vector>
 
@@ -13,6 +14,12 @@ namespace carb::testing {
 /// gives, on `input` (NCHW). Batch norm in inference mode with running statistics.
 std::vector<double> reference_forward(const Network& network, std::uint64_t seed,
                                       std::span<const float> input);
+
+/// The same pass with `round` applied to the input, every conv and fc weight and every layer's
+/// output: a float64 simulation of an engine that stores them in a narrower format.
+std::vector<double> reference_forward(const Network& network, std::uint64_t seed,
+                                      std::span<const float> input,
+                                      const std::function<double(double)>& round);
 
 /// max |actual - expected| / max |expected|: the error relative to the largest reference logit.
 /// Normwise rather than elementwise because logits near zero have no meaningful relative error.

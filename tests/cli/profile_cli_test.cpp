@@ -133,6 +133,10 @@ TEST(ProfileCli, BadInputIsOneLineAndExitTwo) {
        "--shard '1of2': expected K/N"},
       {"profile --keys " + write_keys("ok-keys.txt", 1) + " --db x.sqlite --shard auto",
        "--shard auto: neither SLURM_ARRAY_TASK_ID/SLURM_ARRAY_TASK_COUNT"},
+      {"profile --keys " + write_keys("ok-keys.txt", 1) + " --db x.sqlite --cudnn-cache c.tsv",
+       "--cudnn-cache requires --cudnn-find"},
+      {"profile --keys " + write_keys("ok-keys.txt", 1) + " --db x.sqlite --throttle-retries -1",
+       "--throttle-retries"},
       {"export --db " + not_db, "not a carb database"},
       {"export --db /nonexistent.sqlite", "/nonexistent.sqlite"},
   };
@@ -153,6 +157,21 @@ TEST(DevicesCli, ListsTheCpuWithItsCapabilities) {
   EXPECT_EQ(out.rfind("id,kind,name,library,isa,threads,fp32,fp16,bf16,energy\ncpu:0,cpu,", 0), 0u)
       << out;
   EXPECT_NE(out.find("oneDNN 2.6"), std::string::npos);
+}
+
+TEST(DevicesCli, EveryBackendListsDevicesOrSaysWhyNot) {
+  const std::string log = testing::TempDir() + "devices-table.log";
+  ASSERT_EQ(wait_for(start("devices", log)), 0);
+  const std::string out = slurp(log);
+  EXPECT_NE(out.find("\ncpu:0 "), std::string::npos) << out;
+#ifdef CARB_WITH_CUDA
+  // Built with CUDA: a cuda device row, or one line saying why there is none.
+  const bool listed = out.find("\ncuda:0 ") != std::string::npos;
+  const bool explained = out.find("\ncuda: no devices: ") != std::string::npos;
+  EXPECT_NE(listed, explained) << out;
+#else
+  EXPECT_EQ(out.find("cuda"), std::string::npos) << out;
+#endif
 }
 
 }  // namespace

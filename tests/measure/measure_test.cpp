@@ -10,6 +10,7 @@
 #include <cstdlib>
 
 #include "carb/measure.hpp"
+#include "quick_protocol.hpp"
 
 namespace carb {
 namespace {
@@ -19,18 +20,8 @@ const Device& cpu_device() {
   return *backends.front()->devices().front();
 }
 
-Protocol quick_protocol() {
-  Protocol protocol;
-  protocol.warmup_min_s = 0.01;
-  protocol.min_samples = 10;
-  protocol.min_time_s = 0.05;
-  protocol.max_time_s = 0.5;
-  protocol.target_relative_ci = 0.05;
-  protocol.timeout_s = 60;
-  return protocol;
-}
-
-const char* kTinyKey = "basic10_w0.25_nods_r32_b2_fp32_k10";
+using testing::kTinyKey;
+using testing::quick_protocol;
 
 // The time limit wins over the minimum sample count: a run starved of CPU (ctest -j on a
 // loaded machine) may stop early, but then it must say it did not converge.
@@ -116,7 +107,7 @@ TEST(Measure, ResultSurvivesJson) {
   EXPECT_EQ(back.to_json(), measurement.to_json());
 }
 
-class Worker : public testing::Test {
+class Worker : public ::testing::Test {
  protected:
   void TearDown() override { ::unsetenv("CARB_WORKER_FAULT"); }
 

@@ -53,5 +53,32 @@ TEST(ProtocolJson, RoundTripsAndRejectsBadFields) {
   EXPECT_THROW(Protocol::from_json(nlohmann::json::array()), Error);
 }
 
+TEST(ProtocolJson, GpuChoicesEnterTheKeyOnlyWhenSet) {
+  // Keys measured before the GPU options existed (the reference CPU campaign) must not change.
+  const nlohmann::json defaults = Protocol{}.key_json();
+  EXPECT_EQ(defaults.size(), 9u);
+  EXPECT_FALSE(defaults.contains("cuda_graph"));
+  EXPECT_FALSE(defaults.contains("cudnn_find"));
+  Protocol gpu;
+  gpu.cuda_graph = true;
+  gpu.cudnn_find = true;
+  gpu.cudnn_cache = "/tmp/cache.tsv";
+  gpu.throttle_cooldown_s = 2.5;
+  gpu.throttle_retries = 4;
+  EXPECT_EQ(gpu.key_json().at("cuda_graph"), true);
+  EXPECT_EQ(gpu.key_json().at("cudnn_find"), true);
+  // Where the cache lives and how throttling is retried bound how it is measured, not what.
+  EXPECT_FALSE(gpu.key_json().contains("cudnn_cache"));
+  EXPECT_FALSE(gpu.key_json().contains("throttle_cooldown_s"));
+  const Protocol back = Protocol::from_json(gpu.to_json());
+  EXPECT_TRUE(back.cuda_graph && back.cudnn_find);
+  EXPECT_EQ(back.cudnn_cache, "/tmp/cache.tsv");
+  EXPECT_EQ(back.throttle_cooldown_s, 2.5);
+  EXPECT_EQ(back.throttle_retries, 4);
+  EXPECT_THROW(Protocol::from_json({{"throttle_retries", -1}}), Error);
+  EXPECT_THROW(Protocol::from_json({{"cudnn_cache", 3}}), Error);
+  EXPECT_THROW(Protocol::from_json({{"cuda_graph", "yes"}}), Error);
+}
+
 }  // namespace
 }  // namespace carb

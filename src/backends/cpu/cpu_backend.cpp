@@ -89,23 +89,12 @@ class CpuDevice final : public Device {
 
   const DeviceInfo& info() const override { return info_; }
 
-  Support supports(const Config& config) const override {
-    if (const std::string why = invalid_reason(config); !why.empty()) {
-      return Support::no("invalid configuration: " + why);
-    }
-    for (const PrecisionSupport& precision : info_.precisions) {
-      if (precision.precision == config.precision && !precision.supported) {
-        return Support::no(precision.reason);
-      }
-    }
-    return Support::yes();
-  }
+  Support supports(const Config& config) const override { return support_for(config, info_); }
 
-  std::unique_ptr<Session> prepare(const Config& config, std::uint64_t seed) const override {
-    if (const Support support = supports(config); !support.supported) {
-      throw Error(ErrorCategory::kInput,
-                  to_key(config) + " on " + info_.id + ": " + support.to_string());
-    }
+  // The CPU engine offers none of SessionOptions' choices.
+  std::unique_ptr<Session> prepare(const Config& config, std::uint64_t seed,
+                                   const SessionOptions&) const override {
+    require_support(config, info_);
     return make_cpu_session(build_network(config), seed, engine_);
   }
 

@@ -16,11 +16,22 @@
 #include "carb/error.hpp"
 #include "cpu_backend.hpp"
 #include "dnnl_check.hpp"
-#include "plan.hpp"
+#include "engine/fold.hpp"
+#include "engine/plan.hpp"
 
 namespace carb::cpu {
 
 namespace {
+
+using engine::ArenaPlan;
+using engine::BufferRequest;
+using engine::ExecutionPlan;
+using engine::fold_batch_norm;
+using engine::Op;
+using engine::OpKind;
+using engine::plan_arena;
+using engine::plan_execution;
+using engine::Value;
 
 using Memory = dnnl::memory;
 using DataType = Memory::data_type;
@@ -83,26 +94,6 @@ Memory::desc activation_desc(const Shape& shape, DataType data_type, Tag layout)
 Memory::desc matrix_desc(const Shape& shape, DataType data_type) {
   CARB_CHECK(shape.h == 1 && shape.w == 1, "matrix view of a tensor with spatial extent");
   return CARB_DNNL(Memory::desc({shape.n, shape.c}, data_type, Tag::nc));
-}
-
-// Folds a conv's batch norm into its OIHW weights in place, w' = w * s, and returns the bias
-// b = beta - mean * s per output channel, s = gamma / sqrt(var + eps), computed in double.
-std::vector<float> fold_batch_norm(std::span<float> weight, const LayerParameters& batch_norm) {
-  const auto channels = static_cast<std::int64_t>(batch_norm.weight.size());
-  const auto per_channel = static_cast<std::int64_t>(weight.size()) / channels;
-  std::vector<float> bias(static_cast<std::size_t>(channels));
-  for (std::int64_t o = 0; o < channels; ++o) {
-    const auto c = static_cast<std::size_t>(o);
-    const double scale =
-        static_cast<double>(batch_norm.weight[c]) /
-        std::sqrt(static_cast<double>(batch_norm.running_var[c]) + kBatchNormEpsilon);
-    float* const values = weight.data() + o * per_channel;
-    for (std::int64_t i = 0; i < per_channel; ++i) {
-      values[i] = static_cast<float>(values[i] * scale);
-    }
-    bias[c] = static_cast<float>(batch_norm.bias[c] - batch_norm.running_mean[c] * scale);
-  }
-  return bias;
 }
 
 // Runs the oneDNN calls of its scope on the calling thread alone: OpenMP's thread count is 1

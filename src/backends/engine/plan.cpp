@@ -8,14 +8,15 @@
 
 #include "carb/error.hpp"
 
-namespace carb::cpu {
+namespace carb::engine {
 
 namespace {
 
 class Planner {
  public:
-  explicit Planner(const Network& network)
+  Planner(const Network& network, ResidualMode mode)
       : network_(network),
+        mode_(mode),
         readers_(network.tensors.size()),
         value_of_(network.tensors.size(), -1),
         fused_(network.layers.size(), false) {
@@ -150,12 +151,19 @@ class Planner {
   }
 
   void emit_sum(int add, PendingSum& pending) {
-    const int value = value_of_[tensor_index(pending.identity)];
-    CARB_CHECK(value >= 0, "residual identity of " + pending.op.name + " is not computed yet");
-    pending.op.output = value;
+    const int identity = value_of_[tensor_index(pending.identity)];
+    CARB_CHECK(identity >= 0, "residual identity of " + pending.op.name + " is not computed yet");
+    if (mode_ == ResidualMode::kSeparateOutput) {
+      pending.op.residual = identity;
+      pending.op.output = new_value(pending.result);
+      value_of_[tensor_index(layer_at(add).output)] = pending.op.output;
+      plan_.ops.push_back(std::move(pending.op));
+      return;
+    }
+    pending.op.output = identity;
     // Every tensor between the identity and the block's result now lives in the same buffer.
-    value_of_[tensor_index(layer_at(add).output)] = value;
-    value_of_[tensor_index(pending.result)] = value;
+    value_of_[tensor_index(layer_at(add).output)] = identity;
+    value_of_[tensor_index(pending.result)] = identity;
     plan_.ops.push_back(std::move(pending.op));
   }
 
@@ -165,6 +173,10 @@ class Planner {
       const int step = static_cast<int>(k);
       Value& input = plan_.values[static_cast<std::size_t>(op.input)];
       input.last_op = std::max(input.last_op, step);
+      if (op.residual >= 0) {
+        Value& residual = plan_.values[static_cast<std::size_t>(op.residual)];
+        residual.last_op = std::max(residual.last_op, step);
+      }
       Value& output = plan_.values[static_cast<std::size_t>(op.output)];
       if (output.first_op < 0) output.first_op = step;
       output.last_op = std::max(output.last_op, step);
@@ -177,6 +189,7 @@ class Planner {
   }
 
   const Network& network_;
+  ResidualMode mode_;
   std::vector<std::vector<int>> readers_;  ///< per tensor, the layers reading it
   std::vector<int> value_of_;              ///< per tensor, its value (-1 until written)
   std::vector<bool> fused_;                ///< per layer, whether an op already covers it
@@ -194,7 +207,9 @@ bool overlap(const BufferRequest& a, const BufferRequest& b) {
 
 }  // namespace
 
-ExecutionPlan plan_execution(const Network& network) { return Planner(network).plan(); }
+ExecutionPlan plan_execution(const Network& network, ResidualMode mode) {
+  return Planner(network, mode).plan();
+}
 
 ArenaPlan plan_arena(const std::vector<BufferRequest>& requests, std::int64_t alignment_bytes) {
   const std::size_t count = requests.size();
@@ -246,4 +261,4 @@ ArenaPlan plan_arena(const std::vector<BufferRequest>& requests, std::int64_t al
   return plan;
 }
 
-}  // namespace carb::cpu
+}  // namespace carb::engine

@@ -1,5 +1,6 @@
-// How the CPU engine runs a network: IR layers fused into kernels (execution plan) and activation
-// buffers placed in one arena (memory plan). Pure functions of the IR, tested on their own.
+// How an inference engine runs a network: IR layers fused into kernels (execution plan) and
+// activation buffers placed in one arena (memory plan). Pure functions of the IR, tested on their
+// own; the CPU and CUDA engines share them.
 #pragma once
 
 #include <cstdint>
@@ -8,7 +9,7 @@
 
 #include "carb/graph.hpp"
 
-namespace carb::cpu {
+namespace carb::engine {
 
 /// What one kernel computes.
 enum class OpKind { kConv, kMaxPool, kGlobalAvgPool, kFullyConnected };
@@ -18,12 +19,14 @@ struct Op {
   OpKind kind = OpKind::kConv;
   int layer = -1;       ///< IR index of the conv, pool or fc layer
   int batch_norm = -1;  ///< IR index of the batch norm folded into the conv, or -1
-  /// The destination already holds the residual identity and the conv result is added to it
-  /// (oneDNN's sum post-op), so the add costs no buffer and no pass over memory.
+  /// The conv result is added to the residual identity (ResidualMode says where it lives).
   bool sum = false;
+  /// With ResidualMode::kSeparateOutput, the identity's value, read while the sum is written to
+  /// `output`; -1 otherwise.
+  int residual = -1;
   bool relu = false;  ///< ReLU applied last (eltwise post-op)
   int input = -1;     ///< value read
-  int output = -1;    ///< value written (the identity's value when `sum`)
+  int output = -1;    ///< value written (the identity's value when `sum` accumulates in place)
   std::string name;   ///< the IR layers it computes, e.g. "layer1.0.conv2+bn2+add+relu"
 };
 
@@ -43,10 +46,22 @@ struct ExecutionPlan {
   int output_value = -1;
 };
 
+/// Where a fused residual add writes.
+enum class ResidualMode {
+  /// Into the identity's buffer, which already holds the identity (oneDNN's sum post-op): the
+  /// add costs no buffer and no pass over memory.
+  kAccumulateInPlace,
+  /// Into a buffer of its own, reading the identity as a second input (cuDNN's fused
+  /// conv-bias-add-activation, whose documentation does not promise that its output may alias
+  /// the added tensor).
+  kSeparateOutput,
+};
+
 /// Fuses the IR: conv + batch norm (+ ReLU); a block's last conv + batch norm + add (+ ReLU) as
-/// one conv that accumulates into the identity's buffer, run where the IR runs the add (after
-/// the downsample branch), which is legal because the add is the identity's last use.
-ExecutionPlan plan_execution(const Network& network);
+/// one conv that adds the identity, run where the IR runs the add (after the downsample branch).
+/// In place, that is legal because the add is the identity's last use.
+ExecutionPlan plan_execution(const Network& network,
+                             ResidualMode mode = ResidualMode::kAccumulateInPlace);
 
 /// A buffer to place: its size and the ops during which it is live (inclusive).
 struct BufferRequest {
@@ -68,4 +83,4 @@ struct ArenaPlan {
 /// buffers with disjoint lifetimes share bytes.
 ArenaPlan plan_arena(const std::vector<BufferRequest>& requests, std::int64_t alignment_bytes);
 
-}  // namespace carb::cpu
+}  // namespace carb::engine

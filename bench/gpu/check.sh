@@ -1,0 +1,158 @@
+#!/usr/bin/env bash
+# The GPU check of issue 8: one command, at most about 9.5 minutes, on a machine with an NVIDIA
+# GPU and the CUDA toolkit (written for the 16-core H200 device machine, which has no network):
+#   1. environment: nvidia-smi, nvcc, cuDNN, cmake, PyTorch                          env.txt
+#   2. build carb with -DCARB_CUDA=ON (Release, only the targets used here, all cores)
+#   3. the GPU tests (tests/cuda) and the conformance suite on the GPU               tests-*.xml
+#   4. carb vs PyTorch eager side by side: resnet18/50, fp32/fp16, 3 batch sizes     torch.tsv
+#   5. a stratified sample of examples/spaces/paper.yaml profiled on the GPU for the time left
+#      (about 6 minutes): latency, energy, memory                                   paper-gpu.sqlite.xz
+# Each step has a hard timeout and a failed step does not stop the next; OUT_DIR/check.log holds
+# every step's output and OUT_DIR/summary.txt the outcome of each. It writes at most 8 files
+# into OUT_DIR (the device tool brings back 8) and never changes a GPU setting.
+#
+# Usage:  bash bench/gpu/check.sh OUT_DIR
+# Device tool: run(command='bash bench/gpu/check.sh "$OUT"', carry=[".gpu-deps"], timeout_s=600)
+# Environment: CHECK_BUILD_DIR (build-gpu), CHECK_BUILD_TYPE (Release),
+#   CHECK_TOTAL_S (560: everything ends by then),
+#   CHECK_CAMPAIGN_S (360), CHECK_DEPS (.gpu-deps: Debian packages from bench/gpu/fetch-deps.sh,
+#   unpacked into /tmp/carb-deps only when the machine's own libraries do not configure).
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+
+out="${1:?usage: bash bench/gpu/check.sh OUT_DIR}"
+mkdir -p "$out"
+out="$(cd "$out" && pwd)"
+build="${CHECK_BUILD_DIR:-build-gpu}"
+build_type="${CHECK_BUILD_TYPE:-Release}"
+total_s="${CHECK_TOTAL_S:-560}"
+campaign_cap_s="${CHECK_CAMPAIGN_S:-360}"
+deps="${CHECK_DEPS:-.gpu-deps}"
+jobs="$(nproc)"
+start=$(date +%s)
+log="$out/check.log"
+summary="$out/summary.txt"
+: >"$log"
+: >"$summary"
+
+elapsed() { echo $(($(date +%s) - start)); }
+note() { echo "[check +$(elapsed)s] $*" | tee -a "$log"; }
+# step NAME LIMIT_S COMMAND...: runs COMMAND with a hard timeout, its output appended to the log.
+step() {
+  local name="$1" limit="$2"
+  shift 2
+  local began=$(date +%s)
+  note "begin $name (limit ${limit}s): $*"
+  timeout --kill-after=10 "$limit" "$@" >>"$log" 2>&1
+  local rc=$?
+  local took=$(($(date +%s) - began))
+  local outcome="ok"
+  [ "$rc" -ne 0 ] && outcome="FAILED (exit $rc)"
+  [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ] && outcome="TIMED OUT after ${limit}s"
+  note "end $name: $outcome in ${took}s"
+  printf '%-14s %-28s %4ss\n' "$name" "$outcome" "$took" >>"$summary"
+  return "$rc"
+}
+
+# --- 1. environment ----------------------------------------------------------------------------
+[ -d /usr/local/cuda/bin ] && export PATH="/usr/local/cuda/bin:$PATH"
+# cuDNN: the toolkit's, else the one PyTorch's pip wheels bring (nvidia/cudnn).
+if [ -z "${CUDNN_ROOT:-}" ] && ! ls /usr/local/cuda/include/cudnn.h /usr/include/cudnn.h \
+  /usr/include/x86_64-linux-gnu/cudnn.h >/dev/null 2>&1; then
+  wheel_cudnn="$(python3 -c 'import nvidia.cudnn as m; print(list(m.__path__)[0])' 2>/dev/null)"
+  if [ -n "$wheel_cudnn" ] && [ -f "$wheel_cudnn/include/cudnn.h" ]; then
+    export CUDNN_ROOT="$wheel_cudnn"
+    export LD_LIBRARY_PATH="$wheel_cudnn/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  fi
+fi
+{
+  echo "date: $(date -u +%FT%TZ)"
+  echo "host: $(hostname) $(uname -r), $(nproc) CPUs"
+  echo "git: $(git rev-parse HEAD 2>/dev/null) $(git status --porcelain 2>/dev/null | wc -l) changed files"
+  echo "CUDNN_ROOT: ${CUDNN_ROOT:-(toolkit)}"
+  echo "--- nvidia-smi (read only)"
+  nvidia-smi --query-gpu=name,uuid,driver_version,memory.total,power.limit,clocks.sm,clocks.mem,temperature.gpu,clocks_event_reasons.active --format=csv 2>&1
+  echo "--- tools"
+  nvcc --version 2>&1 | tail -2
+  cmake --version 2>&1 | head -1
+  ninja --version 2>&1
+  g++ --version 2>&1 | head -1
+  python3 -c 'import torch, torchvision; print("torch", torch.__version__, "torchvision", torchvision.__version__, "cuda", torch.version.cuda, "cudnn", torch.backends.cudnn.version())' 2>&1
+} >"$out/env.txt" 2>&1
+note "environment in env.txt"
+
+# --- 2. build -----------------------------------------------------------------------------------
+configure=(cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE="$build_type" -DCARB_CUDA=ON)
+if ! step configure 120 "${configure[@]}"; then
+  if ls "$deps"/*.deb >/dev/null 2>&1; then
+    note "the machine lacks carb's libraries: unpacking $deps into /tmp/carb-deps"
+    rm -rf /tmp/carb-deps "$build"
+    mkdir -p /tmp/carb-deps
+    for package in "$deps"/*.deb; do dpkg -x "$package" /tmp/carb-deps; done
+    prefix=/tmp/carb-deps/usr
+    export CPATH="$prefix/include${CPATH:+:$CPATH}"
+    export LIBRARY_PATH="$prefix/lib/x86_64-linux-gnu${LIBRARY_PATH:+:$LIBRARY_PATH}"
+    export LD_LIBRARY_PATH="$prefix/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    step configure-deps 120 "${configure[@]}" -DCMAKE_PREFIX_PATH="$prefix"
+  else
+    note "no $deps/*.deb to fall back on (bench/gpu/fetch-deps.sh makes them)"
+  fi
+fi
+step build 300 cmake --build "$build" -j "$jobs" --target carb test_cuda test_backends bench_engine
+carb="$build/src/cli/carb"
+
+# --- 3. GPU tests and conformance ---------------------------------------------------------------
+# Through ctest: each test in its own process with its own timeout, so a crash costs one test.
+if [ -x "$build/tests/test_cuda" ]; then
+  step gpu-tests 180 ctest --test-dir "$build" -L '^cuda$' -j 4 --timeout 120 \
+    --output-on-failure --output-junit "$out/tests-cuda.xml"
+fi
+if [ -x "$build/tests/backends/test_backends" ]; then
+  step conformance 180 ctest --test-dir "$build" -L '^backends$' -R 'Conformance' -j 8 \
+    --timeout 120 --output-on-failure --output-junit "$out/tests-conformance.xml"
+fi
+[ -x "$carb" ] && step devices 60 "$carb" devices
+
+# --- 4. carb vs PyTorch -------------------------------------------------------------------------
+if [ -x "$build/bench/bench_engine" ]; then
+  step torch 180 python3 bench/gpu/torch_compare.py --bench "$build/bench/bench_engine" \
+    --out "$out/torch.tsv"
+fi
+
+# --- 5. the campaign, for the time left ---------------------------------------------------------
+# Leave time for the last configuration (its worker timeout) and for packing the results.
+campaign_s=$((total_s - $(elapsed) - 60 - 30))
+[ "$campaign_s" -gt "$campaign_cap_s" ] && campaign_s="$campaign_cap_s"
+db="$out/paper-gpu.sqlite"
+if [ -x "$carb" ] && [ "$campaign_s" -ge 60 ]; then
+  step campaign $((campaign_s + 75)) "$carb" profile --spec examples/spaces/paper.yaml \
+    --sample 600 --sampling stratified --seed 8 --device cuda --db "$db" \
+    --time-budget "${campaign_s}s" --min-time 0.2 --max-time 1 --energy-window 1 \
+    --cooldown 0.25 --idle-window 2 --timeout 55 --retry-limit 1
+  [ -f "$db" ] && python3 - "$db" >>"$summary" 2>>"$log" <<'PY'
+import sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+rows = db.execute("select status, count(*) from measurements group by status").fetchall()
+print("campaign      " + ", ".join(f"{status} {count}" for status, count in rows))
+ok = db.execute("""select count(*), count(energy_j), count(device_median_ms),
+                   min(device_median_ms), max(device_median_ms),
+                   sum(json_extract(provenance, '$.timings_s.prepare')),
+                   sum(json_extract(provenance, '$.timings_s.warmup') +
+                       json_extract(provenance, '$.timings_s.timed') +
+                       json_extract(provenance, '$.timings_s.energy'))
+                   from measurements where status = 'ok'""").fetchone()
+print(f"              ok rows {ok[0]}, with energy {ok[1]}, with device latency {ok[2]}, "
+      f"device median {ok[3]}..{ok[4]} ms, prepare {ok[5]} s, inference {ok[6]} s")
+PY
+  [ -f "$db" ] && xz -T0 -6 -f "$db" && rm -f "$db-wal" "$db-shm"
+else
+  note "campaign skipped: ${campaign_s}s left or no carb binary"
+  echo "campaign       skipped (${campaign_s}s left)" >>"$summary"
+fi
+
+note "done in $(elapsed)s; files in $out:"
+ls -l "$out" | tee -a "$log"
+echo "--- summary"
+cat "$summary"
+[ -f "$out/torch.tsv" ] && column -t "$out/torch.tsv"
+exit 0

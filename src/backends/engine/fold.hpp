@@ -1,0 +1,15 @@
+// Batch norm folded into the preceding conv, the same way in every engine.
+#pragma once
+
+#include <span>
+#include <vector>
+
+#include "carb/backend.hpp"
+
+namespace carb::engine {
+
+/// Folds a conv's batch norm into its OIHW weights in place, w' = w * s, and returns the bias
+/// b = beta - mean * s per output channel, s = gamma / sqrt(var + eps), computed in double.
+std::vector<float> fold_batch_norm(std::span<float> weight, const LayerParameters& batch_norm);
+
+}  // namespace carb::engine
