@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -42,41 +43,53 @@ int main(int argc, char** argv) {
     }
     const carb::Device& device = *found;
     using Clock = std::chrono::steady_clock;
+    // A key that fails is one error line, and the next key still runs (a GPU check wants every
+    // figure it can get).
+    int failures = 0;
     for (const std::string& key : keys) {
-      const auto session = device.prepare(carb::parse_key(key), 1, options);
-      for (int i = 0; i < 5; ++i) {
-        session->run();
-        session->sync();
-      }
-      std::vector<double> samples_ms;
-      std::vector<double> device_samples_ms;
-      const auto start = Clock::now();
-      while (std::chrono::duration<double>(Clock::now() - start).count() < seconds ||
-             samples_ms.size() < 10) {
-        const auto before = Clock::now();
-        session->run();
-        session->sync();
-        samples_ms.push_back(
-            std::chrono::duration<double, std::milli>(Clock::now() - before).count());
-        if (const auto device_ms = session->last_run_device_ms()) {
-          device_samples_ms.push_back(*device_ms);
+      try {
+        const auto session = device.prepare(carb::parse_key(key), 1, options);
+        for (int i = 0; i < 5; ++i) {
+          session->run();
+          session->sync();
         }
+        std::vector<double> samples_ms;
+        std::vector<double> device_samples_ms;
+        const auto start = Clock::now();
+        while (std::chrono::duration<double>(Clock::now() - start).count() < seconds ||
+               samples_ms.size() < 10) {
+          const auto before = Clock::now();
+          session->run();
+          session->sync();
+          samples_ms.push_back(
+              std::chrono::duration<double, std::milli>(Clock::now() - before).count());
+          if (const auto device_ms = session->last_run_device_ms()) {
+            device_samples_ms.push_back(*device_ms);
+          }
+        }
+        const carb::LatencyStats stats = carb::summarize_latency(samples_ms, 0.01);
+        std::string device_median = "null";
+        if (!device_samples_ms.empty()) {
+          device_median =
+              std::to_string(carb::summarize_latency(device_samples_ms, 0.01).median_ms);
+        }
+        std::printf(
+            "{\"key\": \"%s\", \"median_ms\": %.4f, \"p5_ms\": %.4f, \"p95_ms\": %.4f, "
+            "\"device_median_ms\": %s, \"samples\": %lld, \"threads\": %d}\n",
+            key.c_str(), stats.median_ms, stats.p5_ms, stats.p95_ms, device_median.c_str(),
+            static_cast<long long>(stats.count), device.info().threads);
+        std::fflush(stdout);
+      } catch (const carb::Error& error) {
+        std::fprintf(stderr, "bench_engine: %s: %s\n", key.c_str(), error.what());
+        ++failures;
+      } catch (const std::bad_alloc&) {
+        std::fprintf(stderr, "bench_engine: %s: out of memory\n", key.c_str());
+        ++failures;
       }
-      const carb::LatencyStats stats = carb::summarize_latency(samples_ms, 0.01);
-      std::string device_median = "null";
-      if (!device_samples_ms.empty()) {
-        device_median = std::to_string(carb::summarize_latency(device_samples_ms, 0.01).median_ms);
-      }
-      std::printf(
-          "{\"key\": \"%s\", \"median_ms\": %.4f, \"p5_ms\": %.4f, \"p95_ms\": %.4f, "
-          "\"device_median_ms\": %s, \"samples\": %lld, \"threads\": %d}\n",
-          key.c_str(), stats.median_ms, stats.p5_ms, stats.p95_ms, device_median.c_str(),
-          static_cast<long long>(stats.count), device.info().threads);
-      std::fflush(stdout);
     }
+    return failures == 0 ? 0 : 1;
   } catch (const carb::Error& error) {
     std::fprintf(stderr, "bench_engine: %s\n", error.what());
     return error.exit_code();
   }
-  return 0;
 }

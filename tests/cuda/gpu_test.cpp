@@ -131,10 +131,12 @@ TEST_F(Gpu, FindSearchesOnceAndThenReadsTheCache) {
   const nlohmann::json searched = first->details().at("algorithm_selection");
   EXPECT_EQ(searched.at("mode"), "find");
   EXPECT_GT(searched.at("searched").get<int>(), 0);
+  // Convolutions of the same shape within the network already share one search.
+  const int convs = searched.at("searched").get<int>() + searched.at("cache_hits").get<int>();
   const auto second = device().prepare(config, kSeed, options);
   const nlohmann::json cached = second->details().at("algorithm_selection");
   EXPECT_EQ(cached.at("searched"), 0);
-  EXPECT_EQ(cached.at("cache_hits"), searched.at("searched"));
+  EXPECT_EQ(cached.at("cache_hits"), convs);
   second->run();
   second->sync();
   EXPECT_LE(error_against_reference(*second), kFp32Tolerance);

@@ -112,18 +112,6 @@ TEST(GpuProtocol, ConvergesOnTheDeviceClockWhereTheSessionHasOne) {
   EXPECT_EQ(measurement.detail.find("not converged"), std::string::npos) << measurement.detail;
 }
 
-TEST(GpuProtocol, CpuSessionsKeepOnlyTheHostClock) {
-  NoSensorMeter meter("none");
-  Protocol protocol = quick_protocol();
-  protocol.max_time_s = 0.3;
-  const Measurement measurement =
-      measure_configuration(cpu_device(), parse_key(kTinyKey), protocol, meter);
-  ASSERT_EQ(measurement.status, MeasurementStatus::kOk) << measurement.detail;
-  EXPECT_FALSE(measurement.device_latency.has_value());
-  EXPECT_TRUE(measurement.device_samples_ms.empty());
-  EXPECT_FALSE(measurement.provenance.contains("gpu"));
-}
-
 TEST(GpuProtocol, ThrottledWindowIsMeasuredAgainAfterTheCooldown) {
   Protocol protocol = quick_protocol();
   protocol.max_time_s = 0.3;
@@ -148,8 +136,8 @@ TEST(GpuProtocol, ThrottledWindowIsMeasuredAgainAfterTheCooldown) {
 TEST(GpuProtocol, PersistentThrottlingIsRecordedAfterTheLastAttempt) {
   for (const int retries : {0, 2}) {
     Protocol protocol = quick_protocol();
-    protocol.max_time_s = 0.2;
-    protocol.throttle_cooldown_s = 0.05;
+    protocol.max_time_s = 0.1;
+    protocol.throttle_cooldown_s = 0.02;
     protocol.throttle_retries = retries;
     NoSensorMeter meter("none");
     ThermalReplayMonitor monitor(std::chrono::milliseconds(0));  // never recovers

@@ -59,6 +59,11 @@ TEST(Measure, InProcessOnTheCpuEngine) {
   EXPECT_GE(*measurement.process_peak_rss_bytes, *measurement.baseline_rss_bytes);
   EXPECT_FALSE(measurement.provenance.at("kernels").empty());
   EXPECT_TRUE(measurement.provenance.at("contention").contains("window_s"));
+  // A CPU's device clock is the host's: only the wall-clock figures, and no GPU state.
+  EXPECT_FALSE(measurement.device_latency.has_value());
+  EXPECT_TRUE(measurement.device_samples_ms.empty());
+  EXPECT_FALSE(measurement.provenance.contains("gpu"));
+  EXPECT_FALSE(measurement.provenance.contains("engine"));
 }
 
 TEST(Measure, OtherProcessesBusyWhileTimingAreReported) {

@@ -309,8 +309,9 @@ class CudaSession final : public Session {
     for (const engine::Op& op : plan_.ops) steps_.push_back(make_step(op, seed));
     find_workspace_.reset();
     std::int64_t workspace_bytes = 0;
-    for (const auto& step : steps_)
+    for (const auto& step : steps_) {
       workspace_bytes = std::max(workspace_bytes, step->workspace_bytes());
+    }
     workspace_ = allocator_.allocate(workspace_bytes, MemoryKind::kWorkspace);
 
     set_input(generate_input(network_, seed));
