@@ -193,6 +193,8 @@ std::string fault_for(const std::string& key) {
 void inject_fault_if_asked(const Config& config) {
   const std::string kind = fault_for(to_key(config));
   if (kind == "segv") {
+    // The default action, whatever handler is installed (AddressSanitizer installs one).
+    std::signal(SIGSEGV, SIG_DFL);
     std::raise(SIGSEGV);
   } else if (kind == "abort") {
     std::abort();

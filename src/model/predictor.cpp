@@ -58,6 +58,98 @@ std::string_view to_string(LearnerKind kind) {
 
 namespace {
 
+// An integer field of a model file. nlohmann's get<int>() converts a real such as 2e107 with a
+// cast whose result is undefined (UBSan, fuzz/model_fuzz.cpp); this refuses what is no integer
+// of the type instead. Throws std::invalid_argument.
+template <typename Integer>
+Integer integer_of(const nlohmann::json& value) {
+  if (value.is_number_unsigned()) {
+    const auto number = value.get<std::uint64_t>();
+    if (number <= static_cast<std::uint64_t>(std::numeric_limits<Integer>::max())) {
+      return static_cast<Integer>(number);
+    }
+  } else if (value.is_number_integer()) {
+    const auto number = value.get<std::int64_t>();
+    if (number >= static_cast<std::int64_t>(std::numeric_limits<Integer>::min()) &&
+        (number < 0 || static_cast<std::uint64_t>(number) <=
+                           static_cast<std::uint64_t>(std::numeric_limits<Integer>::max()))) {
+      return static_cast<Integer>(number);
+    }
+  }
+  throw std::invalid_argument(value.dump().substr(0, 40) + " is not an integer in range");
+}
+
+// XGBoost 1.7 trusts a model's trees: node arrays shorter than num_nodes corrupt its heap and a
+// child pointing back up makes prediction loop forever (both found by fuzz/model_fuzz.cpp). So
+// every tree of a model file is checked before XGBoost sees it; throws std::invalid_argument.
+void check_tree(const nlohmann::json& tree) {
+  const auto count = [&](const char* field) {
+    const std::string text = tree.at("tree_param").at(field).get<std::string>();
+    std::size_t used = 0;
+    long long value = -1;
+    try {
+      value = std::stoll(text, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == 0 || used != text.size() || value < 0 || value > (1LL << 31)) {
+      throw std::invalid_argument(std::string("tree_param ") + field + " '" + text + "'");
+    }
+    return static_cast<std::size_t>(value);
+  };
+  const std::size_t nodes = count("num_nodes");
+  const std::size_t features = count("num_feature");
+  if (nodes == 0) throw std::invalid_argument("a tree without nodes");
+  for (const char* field :
+       {"left_children", "right_children", "parents", "split_indices", "split_conditions",
+        "split_type", "default_left", "base_weights", "loss_changes", "sum_hessian"}) {
+    if (!tree.at(field).is_array() || tree.at(field).size() != nodes) {
+      throw std::invalid_argument(std::string("a tree's ") + field + " does not have num_nodes (" +
+                                  std::to_string(nodes) + ") entries");
+    }
+  }
+  const nlohmann::json& left = tree.at("left_children");
+  const nlohmann::json& right = tree.at("right_children");
+  for (std::size_t node = 0; node < nodes; ++node) {
+    const auto child = [&](const nlohmann::json& children) {
+      return integer_of<long long>(children[node]);
+    };
+    const long long l = child(left);
+    const long long r = child(right);
+    if (l == -1 && r == -1) continue;  // a leaf
+    // Nodes are numbered as the tree grows, so a child always comes after its parent.
+    if (l <= static_cast<long long>(node) || r <= static_cast<long long>(node) ||
+        l >= static_cast<long long>(nodes) || r >= static_cast<long long>(nodes)) {
+      throw std::invalid_argument("a tree node's children are not later nodes of the tree");
+    }
+    if (integer_of<int>(tree.at("split_type")[node]) != 0) {
+      throw std::invalid_argument("a categorical split (carb models have none)");
+    }
+    const long long feature = integer_of<long long>(tree.at("split_indices")[node]);
+    if (feature < 0 || feature >= static_cast<long long>(std::max<std::size_t>(features, 1))) {
+      throw std::invalid_argument("a split on feature " + std::to_string(feature) + " of " +
+                                  std::to_string(features));
+    }
+  }
+}
+
+// Every tree in an XGBoost model (gbtree, or dart's inner gbtree), checked, then loaded.
+xgb::Booster load_booster(const nlohmann::json& model) {
+  std::vector<const nlohmann::json*> stack = {&model};
+  while (!stack.empty()) {
+    const nlohmann::json* node = stack.back();
+    stack.pop_back();
+    if (node->is_object() && node->contains("tree_param")) {
+      check_tree(*node);
+      continue;
+    }
+    if (node->is_structured()) {
+      for (const auto& child : *node) stack.push_back(&child);
+    }
+  }
+  return xgb::Booster::from_json(model.dump());
+}
+
 constexpr int kModelFormat = 1;
 constexpr int kLowBatch = 8;      // the corrector's regime (method.md §4)
 constexpr double kDamping = 0.9;  // the corrector's damping
@@ -1149,13 +1241,16 @@ Predictor Predictor::from_json_text(std::string_view text, const std::string& or
   } catch (const json::parse_error& e) {
     throw Error(ErrorCategory::kInput, origin + ": not a carb model file (truncated or not JSON: " +
                                            "byte " + std::to_string(e.byte) + ")");
+  } catch (const json::exception& e) {
+    // Valid JSON syntax that nlohmann cannot hold, e.g. a number beyond a double's range.
+    throw Error(ErrorCategory::kInput, origin + ": not a carb model file (" + e.what() + ")");
   }
   if (!file.is_object() || file.value("format", "") != "carb-model") {
     throw Error(ErrorCategory::kInput,
                 origin + ": not a carb model file (no \"format\": \"carb-model\")");
   }
   try {
-    const int version = file.at("format_version").get<int>();
+    const int version = integer_of<int>(file.at("format_version"));
     if (version > kModelFormat) {
       throw Error(ErrorCategory::kInput, origin + ": model format " + std::to_string(version) +
                                              " is newer than this carb (" + std::string(kVersion) +
@@ -1192,8 +1287,8 @@ Predictor Predictor::from_json_text(std::string_view text, const std::string& or
     impl->options.prior =
         parse_prior_mode(options.at("prior").get<std::string>()).value_or(PriorMode::kNone);
     impl->options.learning_rate = options.at("learning_rate").get<double>();
-    impl->options.early_stopping_rounds = options.at("early_stopping_rounds").get<int>();
-    impl->options.forest_trees = options.at("forest_trees").get<int>();
+    impl->options.early_stopping_rounds = integer_of<int>(options.at("early_stopping_rounds"));
+    impl->options.forest_trees = integer_of<int>(options.at("forest_trees"));
     impl->options.leave_low_batch_out = options.at("leave_low_batch_out").get<bool>();
     const std::size_t width = impl->feature_names.size();
     for (const json& target : file.at("targets")) {
@@ -1234,19 +1329,19 @@ Predictor Predictor::from_json_text(std::string_view text, const std::string& or
           if (member.ridge.coef.size() != cols)
             throw std::invalid_argument("ridge has the wrong width");
         } else {
-          member.booster = xgb::Booster::from_json(entry.at("xgboost").dump());
+          member.booster = load_booster(entry.at("xgboost"));
         }
         model.members.push_back(std::move(member));
       }
       if (!target.at("corrector").is_null()) {
-        model.corrector = xgb::Booster::from_json(target.at("corrector").at("xgboost").dump());
+        model.corrector = load_booster(target.at("corrector").at("xgboost"));
       }
       const json& interval = target.at("interval");
       impl->coverage = interval.at("coverage").get<double>();
       model.half_width = interval.at("log1p_half_width").is_null()
                              ? std::numeric_limits<double>::infinity()
                              : interval.at("log1p_half_width").get<double>();
-      model.calibration_rows = interval.at("calibration_rows").get<std::size_t>();
+      model.calibration_rows = integer_of<std::size_t>(interval.at("calibration_rows"));
       model.cheap_half_width = interval.at("cheap_log1p_half_width").is_null()
                                    ? std::numeric_limits<double>::infinity()
                                    : interval.at("cheap_log1p_half_width").get<double>();
@@ -1254,10 +1349,10 @@ Predictor Predictor::from_json_text(std::string_view text, const std::string& or
     }
     const json& evaluation = file.at("evaluation");
     const json& split = evaluation.at("split");
-    impl->report.train_rows = split.at("train").get<std::size_t>();
-    impl->report.validation_rows = split.at("validation").get<std::size_t>();
-    impl->report.calibration_rows = split.at("calibration").get<std::size_t>();
-    impl->report.test_rows = split.at("test").get<std::size_t>();
+    impl->report.train_rows = integer_of<std::size_t>(split.at("train"));
+    impl->report.validation_rows = integer_of<std::size_t>(split.at("validation"));
+    impl->report.calibration_rows = integer_of<std::size_t>(split.at("calibration"));
+    impl->report.test_rows = integer_of<std::size_t>(split.at("test"));
     for (const json& s : evaluation.at("scores")) {
       impl->report.scores.push_back({s.at("method").get<std::string>(),
                                      s.at("target").get<std::string>(),

@@ -38,7 +38,9 @@ class SequentialSplitMix64 {
 };
 
 bool bitwise_equal(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+  // memcmp of an empty vector's null data() is undefined even for 0 bytes (UBSan says so).
+  return a.size() == b.size() &&
+         (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
 }
 
 int first_layer_of_kind(const Network& network, LayerKind kind) {

@@ -12,6 +12,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <optional>
 #include <random>
@@ -113,18 +114,48 @@ TEST_F(FaultTest, KillNineAtRandomMomentsThenResumeMeasuresEveryKeyOnce) {
       "/dev/null",
       {},
       std::nullopt};
-  // Kill moments spread over a whole run: opening the database, the idle window, workers
-  // starting, measuring and results being written. A campaign that finished before its kill
-  // starts over (the file is removed) so every round has something to interrupt.
+  // Kill moments spread over a whole run, chosen by progress rather than by the clock so that
+  // a slow or loaded machine sees the same mix: a random moment of the start (opening the
+  // database, the idle window), a random moment after a worker has started (measuring), or
+  // just after a result was written (the next claim, the next worker). A campaign that
+  // finished before its kill starts over (the file is removed) so every round has something
+  // to interrupt.
   std::mt19937 random(20261129);
-  std::uniform_int_distribution<int> delay_ms(0, 1500);
+  std::uniform_int_distribution<int> delay_ms(0, 300);
+  const auto rows_now = [&]() -> long long {
+    try {
+      RawDb raw(db);
+      return raw.integer("SELECT count(*) FROM measurements");
+    } catch (const std::exception&) {
+      return -1;  // no file or no schema yet
+    }
+  };
+  const auto wait_until = [](pid_t pid, const std::function<bool()>& done) {
+    const auto deadline = Clock::now() + std::chrono::seconds(30);
+    // Whether carb still runs, without reaping it (wait_for does that).
+    const auto running = [pid] {
+      siginfo_t info{};
+      return ::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+             info.si_pid == 0;
+    };
+    while (!done() && Clock::now() < deadline && running()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+  };
   int killed = 0;
   int finished_first = 0;  // the campaign's last keys were done before the kill came
   int killed_mid_campaign = 0;
   int orphaned_workers = 0;
   for (int round = 0; round < CARB_KILL_ROUNDS; ++round) {
+    const long long rows_before = std::filesystem::exists(db) ? rows_now() : -1;
     const pid_t pid = start(profile);
-    std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms(random)));
+    if (round % 3 == 1) {
+      wait_until(pid, [&] { return !children_of(pid).empty(); });
+    } else if (round % 3 == 2) {
+      wait_until(pid, [&] { return rows_now() > std::max(rows_before, 0LL); });
+    }
+    std::this_thread::sleep_for(
+        std::chrono::milliseconds(round % 3 == 2 ? delay_ms(random) / 10 : delay_ms(random)));
     const bool had_worker = !children_of(pid).empty();
     ::kill(pid, SIGKILL);
     const int code = wait_for(pid);

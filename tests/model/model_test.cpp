@@ -266,6 +266,26 @@ TEST_F(Fitted, BrokenModelFilesAreInputErrors) {
       message(text.substr(0, text.size() / 2)).find("m.json: not a carb model file (truncated"),
       std::string::npos);
   EXPECT_NE(message("{\"format\": \"other\"}").find("not a carb model file"), std::string::npos);
+  // Valid JSON with a number no double holds (found by fuzz/model_fuzz.cpp; it used to escape as
+  // nlohmann's out_of_range exception).
+  EXPECT_EQ(message("{\"format\": \"carb-model\", \"x\": 0.00688E661}"),
+            "m.json: not a carb model file ([json.exception.out_of_range.406] number overflow "
+            "parsing '0.00688E661')");
+  // Trees XGBoost would load into a corrupt heap or loop over forever (found by fuzzing).
+  std::string short_array = text;
+  short_array.replace(short_array.find("\"base_weights\":["), 16, "\"base_weights\":[1.0,");
+  EXPECT_NE(message(short_array)
+                .find("m.json: corrupt carb model file: a tree's base_weights "
+                      "does not have num_nodes"),
+            std::string::npos)
+      << message(short_array);
+  std::string cycle = text;
+  const auto left = cycle.find("\"left_children\":[") + 17;
+  cycle.replace(left, cycle.find(',', left) - left, "0");
+  EXPECT_NE(message(cycle).find("m.json: corrupt carb model file: a tree node's children are not "
+                                "later nodes"),
+            std::string::npos)
+      << message(cycle);
   std::string newer = text;
   newer.replace(newer.find("\"format_version\":1"), 18, "\"format_version\":99");
   EXPECT_NE(message(newer).find("model format 99 is newer"), std::string::npos);
