@@ -117,9 +117,21 @@ ScreenOutcome screen_once(const ScreenCommand& command, const ScreenSetup& setup
   const std::vector<Target>& objectives = setup.objectives;
   const std::size_t d = objectives.size();
   ScreenOutcome out;
-  auto& [total, excluded, over_budget, rank_pruned, overlap_kept, expected_lost, outside_domain,
-         domain_warning, pool, predictions, assessed, feasible, front, ranked, measured_flags] =
-      out;
+  // Named references, not a structured binding: clang 14 lambdas cannot capture those.
+  auto& total = out.total;
+  auto& excluded = out.excluded;
+  auto& over_budget = out.over_budget;
+  auto& rank_pruned = out.rank_pruned;
+  auto& overlap_kept = out.overlap_kept;
+  auto& expected_lost = out.expected_lost;
+  auto& outside_domain = out.outside_domain;
+  auto& domain_warning = out.domain_warning;
+  auto& pool = out.pool;
+  auto& predictions = out.predictions;
+  auto& assessed = out.assessed;
+  auto& feasible = out.feasible;
+  auto& front = out.front;
+  auto& ranked = out.ranked;
 
   // Stage 1: stream the space in chunks; cheap predictions; drop what is confidently over a
   // budget (only with the target device's own model); keep the best by combined rank unless
@@ -302,9 +314,22 @@ ScreenOutcome screen_once(const ScreenCommand& command, const ScreenSetup& setup
 void report_screen(const ScreenCommand& command, const ScreenSetup& setup,
                    const ScreenOutcome& outcome, const nlohmann::json& extra) {
   const Predictor& model = setup.model;
-  const auto& [total, excluded, over_budget, rank_pruned, overlap_kept, expected_lost,
-               outside_domain, domain_warning, pool, predictions, assessed, feasible, front, ranked,
-               measured] = outcome;
+  // Named references, not a structured binding: clang 14 lambdas cannot capture those.
+  const auto& total = outcome.total;
+  const auto& excluded = outcome.excluded;
+  const auto& over_budget = outcome.over_budget;
+  const auto& rank_pruned = outcome.rank_pruned;
+  const auto& overlap_kept = outcome.overlap_kept;
+  const auto& expected_lost = outcome.expected_lost;
+  const auto& outside_domain = outcome.outside_domain;
+  const auto& domain_warning = outcome.domain_warning;
+  const auto& pool = outcome.pool;
+  const auto& predictions = outcome.predictions;
+  const auto& assessed = outcome.assessed;
+  const auto& feasible = outcome.feasible;
+  const auto& front = outcome.front;
+  const auto& ranked = outcome.ranked;
+  const auto& measured = outcome.measured;
   const std::vector<Budget>& budgets = setup.budgets;
   const std::vector<Target>& objectives = setup.objectives;
   const bool source = setup.source != nullptr;

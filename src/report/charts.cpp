@@ -757,7 +757,8 @@ void add_screening(Page& page, const ReportInput& input) {
                                                       {"feasible", "#9ecae9"},
                                                       {"Pareto front (shortlist)", "#e45756"},
                                                       {"measured (validation)", "#111111"}};
-  for (const auto& [name, colour] : sets) {
+  for (const auto& [set_name, colour] : sets) {
+    const char* name = set_name;  // clang 14 cannot capture a structured binding
     const bool present =
         std::string(name) == "measured (validation)"
             ? !page.data["screening_validation"].empty()
