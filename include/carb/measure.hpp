@@ -46,6 +46,12 @@ struct Protocol {
   /// needs more fails to allocate and is recorded as `oom` instead of waking the kernel's OOM
   /// killer on a shared machine.
   std::int64_t worker_memory_limit_bytes = 0;
+  /// Configurations one worker process measures before a fresh one replaces it; 1: a fresh
+  /// process for every configuration. Reuse saves the process start and most of prepare's
+  /// first touches (docs/measurement.md, "Workers"); every row records its worker's pid and how
+  /// many configurations that worker measured before it.
+  int worker_reuse = kDefaultWorkerReuse;
+  static constexpr int kDefaultWorkerReuse = 25;
 
   /// The (key) fields as a JSON object: what a measurement key hashes. cuda_graph and
   /// cudnn_find appear only when true, so keys measured before they existed stay the same.
@@ -122,23 +128,47 @@ std::unique_ptr<EnergyMeter> open_energy_meter(const DeviceInfo& device);
 std::unique_ptr<GpuMonitor> open_device_monitor(const DeviceInfo& device);
 
 /// How to start a worker: an executable and the arguments that put it in worker mode (carb
-/// uses itself: /proc/self/exe with the hidden verb "__worker").
+/// uses itself: /proc/self/exe with the hidden verb "__worker"; WorkerProcess adds --device).
 struct WorkerCommand {
   std::string executable;
   std::vector<std::string> arguments;
 };
 
-/// Measures one configuration in a fresh worker process (WorkerCommand + --device, --key,
-/// --protocol JSON), killed after protocol.timeout_s. A crash, a kill or a timeout becomes a
-/// status (crashed, oom, timeout) with the signal and the end of the worker's stderr.
+/// A worker process measuring configurations of one device, one after another, each killed
+/// after protocol.timeout_s. A crash, a kill or a timeout becomes a status (crashed, oom,
+/// timeout) with the signal and the end of the worker's stderr, and the next configuration gets
+/// a fresh process; so does every protocol.worker_reuse-th one. The worker starts on the first
+/// measure(); the process ends with the object.
+class WorkerProcess {
+ public:
+  WorkerProcess(WorkerCommand command, std::string device_id);
+  ~WorkerProcess();
+  WorkerProcess(const WorkerProcess&) = delete;
+  WorkerProcess& operator=(const WorkerProcess&) = delete;
+
+  Measurement measure(const Config& config, const Protocol& protocol);
+
+ private:
+  struct Running;
+  static std::unique_ptr<Running> start(const WorkerCommand& command, const std::string& device_id,
+                                        std::int64_t memory_limit_bytes);
+  void stop();
+  WorkerCommand command_;
+  std::string device_id_;
+  std::unique_ptr<Running> running_;
+};
+
+/// Measures one configuration in a fresh worker process (WorkerProcess, used once).
 Measurement measure_in_worker(const WorkerCommand& command, const std::string& device_id,
                               const Config& config, const Protocol& protocol);
 
-/// The worker's side: finds the device, measures the configuration and writes the Measurement's
-/// JSON on stdout. For tests, the environment variable CARB_WORKER_FAULT injects a fault after
-/// prepare: a comma-separated list of "KIND" (every configuration) or "KIND:KEY" (that one),
-/// KIND being segv, abort, hang or alloc. Returns the exit code.
-int worker_main(const std::string& device_id, const std::string& key,
-                const std::string& protocol_json);
+/// The worker's side: finds the device, then reads requests from stdin, one JSON line each
+/// ({"key", "protocol"}), measures each and answers one JSON line on stdout ({"measurement",
+/// "reusable"}; reusable is false after a failed configuration, and where the process cannot
+/// reset its peak-RSS mark, so the next configuration needs a fresh process). Ends at the end of its input. For tests, the
+/// environment variable CARB_WORKER_FAULT injects a fault after prepare: a comma-separated list
+/// of "KIND" (every configuration) or "KIND:KEY" (that one), KIND being segv, abort, hang or
+/// alloc. Returns the exit code.
+int worker_main(const std::string& device_id);
 
 }  // namespace carb

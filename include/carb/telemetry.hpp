@@ -247,9 +247,15 @@ std::string device_fingerprint(const HostInfo& host);
 /// Every HostInfo field plus "governor" (governor_summary) and "fingerprint", as a JSON object.
 nlohmann::json host_info_json(const HostInfo& host);
 
-/// This process's peak resident set since it started, bytes (getrusage ru_maxrss). Throws
-/// carb::Error (runtime) if getrusage fails.
-std::uint64_t peak_rss_bytes();
+/// This process's peak resident set, bytes: VmHWM of `root`/proc/self/status, the high-water
+/// mark since the process started or since reset_peak_rss(). Throws carb::Error (runtime) when
+/// status cannot be read or has no VmHWM line.
+std::uint64_t peak_rss_bytes(const std::filesystem::path& root = "/");
+
+/// Lowers this process's peak-RSS mark to its current resident set (writes "5" to
+/// /proc/self/clear_refs, Linux 4.0 and later), so that peak_rss_bytes() covers what follows.
+/// Returns false with the reason in `why` where the kernel refuses.
+bool reset_peak_rss(std::string* why);
 
 /// This process's current resident set, bytes: resident pages of `root`/proc/self/statm times the
 /// page size. The kernel keeps it in per-CPU batches, so it may differ from peak_rss_bytes() by a

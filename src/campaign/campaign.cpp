@@ -365,6 +365,7 @@ CampaignSummary run_campaign(const std::vector<Config>& configs, const CampaignO
   CampaignProgress state;
   state.total = static_cast<std::int64_t>(pending.size());
   const ClaimOwner owner = ClaimOwner::current();
+  WorkerProcess worker(options.worker, info.id);
   for (const std::string& key : pending) {
     if (options.time_budget_s && seconds_since(start) >= *options.time_budget_s) {
       summary.not_started = state.total - state.finished;
@@ -376,8 +377,7 @@ CampaignSummary run_campaign(const std::vector<Config>& configs, const CampaignO
       ++summary.claimed_elsewhere;
     } else {
       const Timestamp started = std::chrono::system_clock::now();
-      const Measurement measurement =
-          measure_in_worker(options.worker, info.id, config, options.protocol);
+      const Measurement measurement = worker.measure(config, options.protocol);
       const Timestamp finished = std::chrono::system_clock::now();
       store.write_measurement(record_of(measurement, config, key, summary.device_fingerprint,
                                         summary.campaign_id, software, options.protocol, host_json,

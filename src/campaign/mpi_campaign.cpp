@@ -115,13 +115,13 @@ bool measure_for_rank_zero(const CampaignOptions& options, int rank) {
   }
   const char* die = std::getenv("CARB_MPI_TEST_DIE_RANK");
   const bool dies = die != nullptr && std::atoi(die) == rank;
+  WorkerProcess worker(options.worker, device->info().id);
   for (int received = 1;; ++received) {
     const std::string key = receive_text(0, kWork, nullptr);
     if (key == kStop || key == kStopAfterLoss) return key == kStopAfterLoss;
     if (dies && received == 2) std::raise(SIGKILL);
     const Timestamp started = std::chrono::system_clock::now();
-    const Measurement measurement =
-        measure_in_worker(options.worker, device->info().id, parse_key(key), options.protocol);
+    const Measurement measurement = worker.measure(parse_key(key), options.protocol);
     const Timestamp finished = std::chrono::system_clock::now();
     const auto millis = [](Timestamp time) {
       return std::chrono::duration_cast<std::chrono::milliseconds>(time.time_since_epoch()).count();

@@ -233,6 +233,10 @@ void add_profile_verbs(CLI::App& app) {
   profile->add_option("--worker-memory-limit", options->worker_memory_limit,
                       "address space each worker may use, e.g. 8GiB; past it a configuration is "
                       "recorded as oom");
+  profile->add_option("--worker-reuse", options->protocol.worker_reuse,
+                      "configurations one worker process measures before a fresh one starts; "
+                      "1: a fresh process for each")
+      ->check(CLI::PositiveNumber);
   profile->add_flag("--mpi", options->mpi,
                     "under mpirun: rank 0 writes the database and hands out configurations, "
                     "the other ranks measure");
@@ -285,14 +289,13 @@ void add_profile_verbs(CLI::App& app) {
     std::cerr << "wrote " << rows << " rows to " << export_options->second << "\n";
   });
 
-  auto worker = std::make_shared<std::array<std::string, 3>>();
-  CLI::App* worker_verb = app.add_subcommand("__worker", "");  // hidden: one measurement
+  auto worker_device = std::make_shared<std::string>();
+  // Hidden: measures the configurations its stdin names, one JSON line each (WorkerProcess).
+  CLI::App* worker_verb = app.add_subcommand("__worker", "");
   worker_verb->group("");
-  worker_verb->add_option("--device", (*worker)[0])->required();
-  worker_verb->add_option("--key", (*worker)[1])->required();
-  worker_verb->add_option("--protocol", (*worker)[2])->required();
-  worker_verb->callback([worker] {
-    const int code = worker_main((*worker)[0], (*worker)[1], (*worker)[2]);
+  worker_verb->add_option("--device", *worker_device)->required();
+  worker_verb->callback([worker_device] {
+    const int code = worker_main(*worker_device);
     if (code != 0) std::exit(code);
   });
 }

@@ -30,6 +30,7 @@ nlohmann::json Protocol::to_json() const {
   json["cudnn_cache"] = cudnn_cache;
   json["timeout_s"] = timeout_s;
   json["worker_memory_limit_bytes"] = worker_memory_limit_bytes;
+  json["worker_reuse"] = worker_reuse;
   json["throttle_cooldown_s"] = throttle_cooldown_s;
   json["throttle_retries"] = throttle_retries;
   return json;
@@ -62,6 +63,7 @@ Protocol Protocol::from_json(const nlohmann::json& json) {
   read("seed", protocol.seed, std::uint64_t{0});
   read("timeout_s", protocol.timeout_s, 0.001);
   read("worker_memory_limit_bytes", protocol.worker_memory_limit_bytes, std::int64_t{0});
+  read("worker_reuse", protocol.worker_reuse, 1);
   read("throttle_cooldown_s", protocol.throttle_cooldown_s, 0.0);
   read("throttle_retries", protocol.throttle_retries, 0);
   read("cuda_graph", protocol.cuda_graph, false);

@@ -1,10 +1,11 @@
-// Per-configuration isolation: the parent starts a worker process, reads its JSON result and
-// turns a crash, a kill or a timeout into a status row.
+// Per-configuration isolation: the parent starts a worker process, sends it configurations one
+// at a time, reads each JSON result and turns a crash, a kill or a timeout into a status row.
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -77,54 +78,69 @@ Measurement failure(MeasurementStatus status, std::string detail) {
 
 }  // namespace
 
-Measurement measure_in_worker(const WorkerCommand& command, const std::string& device_id,
-                              const Config& config, const Protocol& protocol) {
-  std::vector<std::string> arguments = {command.executable};
-  arguments.insert(arguments.end(), command.arguments.begin(), command.arguments.end());
-  for (const std::string& argument :
-       {std::string("--device"), device_id, std::string("--key"), to_key(config),
-        std::string("--protocol"), protocol.to_json().dump()}) {
-    arguments.push_back(argument);
-  }
-  std::vector<char*> argv;
-  for (std::string& argument : arguments) argv.push_back(argument.data());
-  argv.push_back(nullptr);
+// A running worker: its process group, the request socket (its stdin) and its output pipes.
+struct WorkerProcess::Running {
+  pid_t pid = -1;
+  Fd requests;        ///< our end of the worker's stdin (a socket: a dead reader is EPIPE)
+  Fd out;             ///< the worker's stdout: one result line per request
+  Fd err;             ///< the worker's stderr
+  std::string lines;  ///< stdout read past the last complete line
+  int measured = 0;
+  bool reusable = true;
+  std::int64_t memory_limit_bytes = 0;  ///< the RLIMIT_AS it started under
+};
 
-  auto [out_read, out_write] = make_pipe();
-  auto [err_read, err_write] = make_pipe();
-  const pid_t parent = ::getpid();
-  const rlimit memory_limit{static_cast<rlim_t>(protocol.worker_memory_limit_bytes),
-                            static_cast<rlim_t>(protocol.worker_memory_limit_bytes)};
-  const pid_t pid = ::fork();
-  if (pid < 0)
-    throw Error(ErrorCategory::kRuntime, std::string("fork failed: ") + std::strerror(errno));
-  if (pid == 0) {
-    // Child: only async-signal-safe calls until exec.
-    ::setpgid(0, 0);
-    // A worker never outlives its campaign: when carb profile dies (kill -9 included), the
-    // kernel kills the worker, which would otherwise run on unwatched, a hung one forever.
-    // The parent may have died before the request took effect, hence the check after it.
-    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (::getppid() != parent) ::_exit(127);
-    if (protocol.worker_memory_limit_bytes > 0) ::setrlimit(RLIMIT_AS, &memory_limit);
-    ::dup2(out_write.get(), STDOUT_FILENO);
-    ::dup2(err_write.get(), STDERR_FILENO);
-    ::execv(argv[0], argv.data());
-    const char message[] = "carb worker: exec failed\n";
-    [[maybe_unused]] auto written = ::write(STDERR_FILENO, message, sizeof message - 1);
-    ::_exit(127);
-  }
-  out_write.reset();
-  err_write.reset();
+WorkerProcess::WorkerProcess(WorkerCommand command, std::string device_id)
+    : command_(std::move(command)), device_id_(std::move(device_id)) {}
 
-  std::string out;
+WorkerProcess::~WorkerProcess() { stop(); }
+
+// An idle worker keeps no state worth a goodbye: it is killed and reaped.
+void WorkerProcess::stop() {
+  if (!running_) return;
+  ::kill(-running_->pid, SIGKILL);
+  int status = 0;
+  while (::waitpid(running_->pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  running_.reset();
+}
+
+Measurement WorkerProcess::measure(const Config& config, const Protocol& protocol) {
+  // A fresh process after protocol.worker_reuse configurations, where the worker cannot reset
+  // its peak-RSS mark, for another memory limit, or when it died while idle.
+  if (running_) {
+    int status = 0;
+    if (running_->measured >= std::max(1, protocol.worker_reuse) || !running_->reusable ||
+        running_->memory_limit_bytes != protocol.worker_memory_limit_bytes ||
+        ::waitpid(running_->pid, &status, WNOHANG) != 0) {
+      stop();
+    }
+  }
+  if (!running_) running_ = start(command_, device_id_, protocol.worker_memory_limit_bytes);
+  Running& worker = *running_;
+
+  const std::string request =
+      nlohmann::json{{"key", to_key(config)}, {"protocol", protocol.to_json()}}.dump() + "\n";
+  bool sent = true;
+  for (std::size_t at = 0; at < request.size();) {
+    const ssize_t count =
+        ::send(worker.requests.get(), request.data() + at, request.size() - at, MSG_NOSIGNAL);
+    if (count < 0 && errno == EINTR) continue;
+    if (count <= 0) {
+      sent = false;  // the worker is gone: what it left says why
+      break;
+    }
+    at += static_cast<std::size_t>(count);
+  }
+
   std::string err;
   const auto deadline = Clock::now() + std::chrono::duration<double>(protocol.timeout_s);
   bool timed_out = false;
-  pollfd fds[2] = {{out_read.get(), POLLIN, 0}, {err_read.get(), POLLIN, 0}};
+  pollfd fds[2] = {{worker.out.get(), POLLIN, 0}, {worker.err.get(), POLLIN, 0}};
   int open_fds = 2;
   char buffer[65536];
-  while (open_fds > 0) {
+  // Until a whole result line, or until the worker closes both outputs (it ended).
+  while (open_fds > 0 && (worker.lines.find('\n') == std::string::npos || !sent)) {
     const auto remaining_ms =
         std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
     if (remaining_ms <= 0) {
@@ -139,18 +155,40 @@ Measurement measure_in_worker(const WorkerCommand& command, const std::string& d
       if (fds[i].fd < 0 || fds[i].revents == 0) continue;
       const ssize_t count = ::read(fds[i].fd, buffer, sizeof buffer);
       if (count > 0) {
-        (i == 0 ? out : err).append(buffer, static_cast<std::size_t>(count));
+        (i == 0 ? worker.lines : err).append(buffer, static_cast<std::size_t>(count));
       } else if (count == 0 || errno != EINTR) {
         fds[i].fd = -1;
         --open_fds;
       }
     }
   }
+
+  if (const std::size_t newline = worker.lines.find('\n');
+      sent && !timed_out && newline != std::string::npos) {
+    const std::string line = worker.lines.substr(0, newline);
+    worker.lines.erase(0, newline + 1);
+    ++worker.measured;
+    try {
+      const nlohmann::json result = nlohmann::json::parse(line);
+      worker.reusable = result.at("reusable").get<bool>();
+      return Measurement::from_json(result.at("measurement"));
+    } catch (const nlohmann::json::exception& error) {
+      stop();
+      return failure(MeasurementStatus::kError,
+                     std::string("worker wrote no valid result: ") + error.what());
+    } catch (const Error& error) {
+      stop();
+      return failure(MeasurementStatus::kError, error.what());
+    }
+  }
+
+  // No result: the worker hung, or ended (crashed, was killed, or failed).
+  const pid_t pid = worker.pid;
   if (timed_out) ::kill(-pid, SIGKILL);
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
-
+  running_.reset();
   if (timed_out) {
     return failure(MeasurementStatus::kTimeout,
                    "no result after " + std::to_string(protocol.timeout_s) + " s; worker killed");
@@ -170,14 +208,64 @@ Measurement measure_in_worker(const WorkerCommand& command, const std::string& d
     return failure(MeasurementStatus::kError,
                    "worker exited with code " + std::to_string(exit_code) + ": " + tail_of(err));
   }
-  try {
-    return Measurement::from_json(nlohmann::json::parse(out));
-  } catch (const nlohmann::json::exception& error) {
-    return failure(MeasurementStatus::kError,
-                   std::string("worker wrote no valid result: ") + error.what());
-  } catch (const Error& error) {
-    return failure(MeasurementStatus::kError, error.what());
+  return failure(MeasurementStatus::kError, "worker ended without a result: " + tail_of(err));
+}
+
+std::unique_ptr<WorkerProcess::Running> WorkerProcess::start(const WorkerCommand& command,
+                                                             const std::string& device_id,
+                                                             std::int64_t memory_limit_bytes) {
+  std::vector<std::string> arguments = {command.executable};
+  arguments.insert(arguments.end(), command.arguments.begin(), command.arguments.end());
+  arguments.push_back("--device");
+  arguments.push_back(device_id);
+  std::vector<char*> argv;
+  for (std::string& argument : arguments) argv.push_back(argument.data());
+  argv.push_back(nullptr);
+
+  int sockets[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sockets) != 0) {
+    throw Error(ErrorCategory::kRuntime, std::string("socketpair failed: ") + std::strerror(errno));
   }
+  Fd requests(sockets[0]);
+  Fd requests_read(sockets[1]);
+  auto [out_read, out_write] = make_pipe();
+  auto [err_read, err_write] = make_pipe();
+  const pid_t parent = ::getpid();
+  const rlimit memory_limit{static_cast<rlim_t>(memory_limit_bytes),
+                            static_cast<rlim_t>(memory_limit_bytes)};
+  const pid_t pid = ::fork();
+  if (pid < 0)
+    throw Error(ErrorCategory::kRuntime, std::string("fork failed: ") + std::strerror(errno));
+  if (pid == 0) {
+    // Child: only async-signal-safe calls until exec.
+    ::setpgid(0, 0);
+    // A worker never outlives its campaign: when carb profile dies (kill -9 included), the
+    // kernel kills the worker, which would otherwise run on unwatched, a hung one forever.
+    // The parent may have died before the request took effect, hence the check after it.
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) ::_exit(127);
+    if (memory_limit_bytes > 0) ::setrlimit(RLIMIT_AS, &memory_limit);
+    ::dup2(requests_read.get(), STDIN_FILENO);
+    ::dup2(out_write.get(), STDOUT_FILENO);
+    ::dup2(err_write.get(), STDERR_FILENO);
+    ::execv(argv[0], argv.data());
+    const char message[] = "carb worker: exec failed\n";
+    [[maybe_unused]] auto written = ::write(STDERR_FILENO, message, sizeof message - 1);
+    ::_exit(127);
+  }
+  auto running = std::make_unique<WorkerProcess::Running>();
+  running->pid = pid;
+  running->requests = std::move(requests);
+  running->out = std::move(out_read);
+  running->err = std::move(err_read);
+  running->memory_limit_bytes = memory_limit_bytes;
+  return running;
+}
+
+Measurement measure_in_worker(const WorkerCommand& command, const std::string& device_id,
+                              const Config& config, const Protocol& protocol) {
+  WorkerProcess worker(command, device_id);
+  return worker.measure(config, protocol);
 }
 
 std::unique_ptr<EnergyMeter> open_energy_meter(const DeviceInfo& device) {
@@ -192,25 +280,49 @@ std::unique_ptr<GpuMonitor> open_device_monitor(const DeviceInfo& device) {
   return nullptr;
 }
 
-int worker_main(const std::string& device_id, const std::string& key,
-                const std::string& protocol_json) {
-  const Config config = parse_key(key);
-  nlohmann::json parsed;
+namespace {
+
+// One request line: {"key": ..., "protocol": {...}}.
+std::pair<Config, Protocol> parse_request(const std::string& line) {
+  nlohmann::json request;
   try {
-    parsed = nlohmann::json::parse(protocol_json);
+    request = nlohmann::json::parse(line);
+    return {parse_key(request.at("key").get<std::string>()),
+            Protocol::from_json(request.at("protocol"))};
   } catch (const nlohmann::json::exception& error) {
-    throw Error(ErrorCategory::kInput, std::string("--protocol is not JSON: ") + error.what());
+    throw Error(ErrorCategory::kInput, std::string("worker request is not {\"key\", \"protocol\"}: ") +
+                                           error.what());
   }
-  const Protocol protocol = Protocol::from_json(parsed);
+}
+
+}  // namespace
+
+int worker_main(const std::string& device_id) {
   // Only the device's own backend: a CPU worker never initialises CUDA.
   const std::unique_ptr<Backend> backend = make_backend_for(device_id);
   for (const auto& device : backend->devices()) {
     if (device->info().id != device_id) continue;
     const std::unique_ptr<EnergyMeter> meter = open_energy_meter(device->info());
     const std::unique_ptr<GpuMonitor> monitor = open_device_monitor(device->info());
-    const Measurement measurement =
-        measure_configuration(*device, config, protocol, *meter, monitor.get());
-    std::cout << measurement.to_json().dump() << std::endl;
+    // Each configuration's peak RSS is its own only if the mark can be lowered before it;
+    // where it cannot, every configuration needs a fresh process ("reusable": false).
+    std::string no_reset;
+    const bool reusable = reset_peak_rss(&no_reset);
+    std::string line;
+    for (int measured = 0; std::getline(std::cin, line); ++measured) {
+      const auto [config, protocol] = parse_request(line);
+      if (measured > 0) reset_peak_rss(&no_reset);
+      Measurement measurement =
+          measure_configuration(*device, config, protocol, *meter, monitor.get());
+      measurement.provenance["worker"] = {{"pid", ::getpid()}, {"measured_before", measured}};
+      // After a failure the process may be in no state to measure again (a sticky CUDA error
+      // leaves the context unusable; an out-of-memory may leave the heap fragmented).
+      const bool again = reusable && (measurement.status == MeasurementStatus::kOk ||
+                                      measurement.status == MeasurementStatus::kUnsupported);
+      std::cout << nlohmann::json{{"measurement", measurement.to_json()}, {"reusable", again}}
+                       .dump()
+                << std::endl;
+    }
     return 0;
   }
   throw Error(ErrorCategory::kInput, "no device '" + device_id + "' (see carb devices)");

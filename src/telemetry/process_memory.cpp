@@ -1,6 +1,6 @@
 // This process's resident memory: the peak for the protocol's process-level figure and the
 // current value for the context baseline.
-#include <sys/resource.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -12,14 +12,46 @@
 
 namespace carb {
 
-std::uint64_t peak_rss_bytes() {
-  rusage usage{};
-  if (::getrusage(RUSAGE_SELF, &usage) != 0) {
-    throw Error(ErrorCategory::kRuntime,
-                std::string("getrusage(RUSAGE_SELF) failed: ") + std::strerror(errno));
+std::uint64_t peak_rss_bytes(const std::filesystem::path& root) {
+  const std::filesystem::path status_path =
+      telemetry_detail::under_root(root, "proc/self/status");
+  const telemetry_detail::FileText read = telemetry_detail::read_file_text(status_path);
+  if (!read.text) throw Error(ErrorCategory::kRuntime, "process memory: " + read.failure);
+  // "VmHWM:\t  123456 kB": getrusage's ru_maxrss would be the same mark, except that it also
+  // keeps the peak of every thread that exited, which reset_peak_rss() cannot lower.
+  const std::string_view text = *read.text;
+  const std::size_t line = text.find("VmHWM:");
+  std::optional<std::uint64_t> kib;
+  if (line != std::string_view::npos && (line == 0 || text[line - 1] == '\n')) {
+    std::string_view value = text.substr(line + 6);
+    value = value.substr(0, value.find('\n'));
+    value = telemetry_detail::trim(value);
+    if (value.size() > 3 && value.substr(value.size() - 3) == " kB") {
+      kib = telemetry_detail::parse_u64(telemetry_detail::trim(value.substr(0, value.size() - 3)));
+    }
   }
-  // Linux reports ru_maxrss in KiB.
-  return static_cast<std::uint64_t>(usage.ru_maxrss) * 1024;
+  if (!kib) {
+    throw Error(ErrorCategory::kRuntime,
+                "process memory: " + status_path.string() + " has no 'VmHWM: N kB' line");
+  }
+  return *kib * 1024;
+}
+
+bool reset_peak_rss(std::string* why) {
+  // clear_refs value 5 resets the peak RSS mark (Linux 4.0, Documentation/filesystems/proc.rst).
+  const int fd = ::open("/proc/self/clear_refs", O_WRONLY | O_CLOEXEC);
+  if (fd < 0) {
+    *why = std::string("cannot open /proc/self/clear_refs: ") + std::strerror(errno);
+    return false;
+  }
+  const ssize_t written = ::write(fd, "5", 1);
+  const int error = errno;
+  ::close(fd);
+  if (written != 1) {
+    *why = std::string("writing 5 to /proc/self/clear_refs failed: ") + std::strerror(error);
+    return false;
+  }
+  return true;
 }
 
 std::uint64_t current_rss_bytes(const std::filesystem::path& root) {

@@ -6,6 +6,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <sstream>
 
 #include "carb/campaign.hpp"
 #include "carb/error.hpp"
@@ -72,6 +73,19 @@ TEST(Campaign, MeasuresThenResumesWithoutRepeating) {
   EXPECT_EQ(store.integrity_check(), "ok");
   std::ostringstream csv;
   EXPECT_EQ(store.export_measurements(csv, ExportFormat::kCsv), 3);
+  // One worker process measured all three, one after another (Protocol::worker_reuse).
+  std::ostringstream lines;
+  ASSERT_EQ(store.export_measurements(lines, ExportFormat::kJsonLines), 3);
+  std::istringstream rows(lines.str());
+  std::set<int> pids;
+  std::set<int> before;
+  for (std::string line; std::getline(rows, line);) {
+    const auto worker = nlohmann::json::parse(line).at("provenance").at("worker");
+    pids.insert(worker.at("pid").get<int>());
+    before.insert(worker.at("measured_before").get<int>());
+  }
+  EXPECT_EQ(pids.size(), 1u);
+  EXPECT_EQ(before, (std::set<int>{0, 1, 2}));
 }
 
 TEST(Campaign, FailuresAreRowsAndTheCampaignGoesOn) {

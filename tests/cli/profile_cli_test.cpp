@@ -137,6 +137,8 @@ TEST(ProfileCli, BadInputIsOneLineAndExitTwo) {
        "--cudnn-cache requires --cudnn-find"},
       {"profile --keys " + write_keys("ok-keys.txt", 1) + " --db x.sqlite --throttle-retries -1",
        "--throttle-retries"},
+      {"profile --keys " + write_keys("ok-keys.txt", 1) + " --db x.sqlite --worker-reuse 0",
+       "--worker-reuse"},
       {"export --db " + not_db, "not a carb database"},
       {"export --db /nonexistent.sqlite", "/nonexistent.sqlite"},
   };

@@ -167,5 +167,108 @@ TEST_F(Worker, UnknownDeviceIsAnError) {
   EXPECT_NE(measurement.detail.find("no device 'tpu:7'"), std::string::npos) << measurement.detail;
 }
 
+// The worker's pid and how many configurations it measured before this one.
+std::pair<int, int> worker_of(const Measurement& measurement) {
+  const auto& worker = measurement.provenance.at("worker");
+  return {worker.at("pid").get<int>(), worker.at("measured_before").get<int>()};
+}
+
+TEST_F(Worker, OneProcessMeasuresUpToWorkerReuseConfigurations) {
+  Protocol protocol = quick_protocol();
+  protocol.worker_reuse = 2;
+  WorkerProcess worker({CARB_BINARY, {"__worker"}}, cpu_device().info().id);
+  std::vector<std::pair<int, int>> workers;
+  for (int i = 0; i < 3; ++i) {
+    const Measurement measurement = worker.measure(parse_key(kTinyKey), protocol);
+    ASSERT_EQ(measurement.status, MeasurementStatus::kOk) << measurement.detail;
+    workers.push_back(worker_of(measurement));
+  }
+  EXPECT_EQ(workers[0].first, workers[1].first);
+  EXPECT_NE(workers[1].first, workers[2].first) << "the third gets a fresh process";
+  EXPECT_EQ(workers[0].second, 0);
+  EXPECT_EQ(workers[1].second, 1);
+  EXPECT_EQ(workers[2].second, 0);
+  EXPECT_NE(workers[0].first, ::getpid());
+}
+
+TEST_F(Worker, EachConfigurationHasItsOwnPeakRss) {
+  // A large network, then a tiny one in the same process: the tiny one's peak is not the large
+  // one's, because the worker lowers its peak mark between configurations.
+  Protocol protocol = quick_protocol();
+  protocol.worker_reuse = 10;
+  WorkerProcess worker({CARB_BINARY, {"__worker"}}, cpu_device().info().id);
+  const Measurement large = worker.measure(parse_key("basic18_w1_nods_r64_b8_fp32"), protocol);
+  const Measurement tiny = worker.measure(parse_key(kTinyKey), protocol);
+  ASSERT_EQ(large.status, MeasurementStatus::kOk) << large.detail;
+  ASSERT_EQ(tiny.status, MeasurementStatus::kOk) << tiny.detail;
+  ASSERT_EQ(worker_of(large).first, worker_of(tiny).first);
+  ASSERT_GT(large.engine_memory->peak_bytes, 40'000'000);  // resnet18's weights alone: 46 MB
+  EXPECT_GE(*large.process_peak_rss_bytes,
+            *large.baseline_rss_bytes + large.engine_memory->weight_bytes);
+  EXPECT_LT(*tiny.process_peak_rss_bytes,
+            *large.process_peak_rss_bytes - large.engine_memory->weight_bytes / 2)
+      << "large " << *large.process_peak_rss_bytes << ", tiny " << *tiny.process_peak_rss_bytes;
+  EXPECT_GE(*tiny.process_peak_rss_bytes, *tiny.baseline_rss_bytes);
+}
+
+TEST_F(Worker, AFailedConfigurationCostsItsWorkerAndTheNextGetsAFreshOne) {
+  Protocol protocol = quick_protocol();
+  protocol.timeout_s = 3;
+  const std::string crashes = "basic10_w0.25_nods_r32_b1_fp32_k10";
+  const std::string hangs = "basic10_w0.25_nods_r32_b4_fp32_k10";
+  ::setenv("CARB_WORKER_FAULT", ("segv:" + crashes + ",hang:" + hangs).c_str(), 1);
+  WorkerProcess worker({CARB_BINARY, {"__worker"}}, cpu_device().info().id);
+  const Measurement first = worker.measure(parse_key(kTinyKey), protocol);
+  const Measurement crashed = worker.measure(parse_key(crashes), protocol);
+  const Measurement after_crash = worker.measure(parse_key(kTinyKey), protocol);
+  const Measurement hung = worker.measure(parse_key(hangs), protocol);
+  const Measurement after_hang = worker.measure(parse_key(kTinyKey), protocol);
+  ASSERT_EQ(first.status, MeasurementStatus::kOk) << first.detail;
+  EXPECT_EQ(crashed.status, MeasurementStatus::kCrashed) << crashed.detail;
+  EXPECT_NE(crashed.detail.find("SIGSEGV"), std::string::npos) << crashed.detail;
+  ASSERT_EQ(after_crash.status, MeasurementStatus::kOk) << after_crash.detail;
+  EXPECT_EQ(hung.status, MeasurementStatus::kTimeout) << hung.detail;
+  ASSERT_EQ(after_hang.status, MeasurementStatus::kOk) << after_hang.detail;
+  EXPECT_NE(worker_of(first).first, worker_of(after_crash).first);
+  EXPECT_EQ(worker_of(after_crash).second, 0);
+  EXPECT_NE(worker_of(after_crash).first, worker_of(after_hang).first);
+  EXPECT_EQ(worker_of(after_hang).second, 0);
+}
+
+TEST_F(Worker, AWorkerThatReportedAFailureIsNotReused) {
+  // An out-of-memory the worker survives and reports: its process is still not used again.
+  const std::string fails = "basic10_w0.25_nods_r32_b1_fp32_k10";
+  ::setenv("CARB_WORKER_FAULT", ("alloc:" + fails).c_str(), 1);
+  WorkerProcess worker({CARB_BINARY, {"__worker"}}, cpu_device().info().id);
+  const Measurement first = worker.measure(parse_key(kTinyKey), quick_protocol());
+  const Measurement failed = worker.measure(parse_key(fails), quick_protocol());
+  const Measurement next = worker.measure(parse_key(kTinyKey), quick_protocol());
+  ASSERT_EQ(first.status, MeasurementStatus::kOk) << first.detail;
+  EXPECT_EQ(failed.status, MeasurementStatus::kOom) << failed.detail;
+  ASSERT_EQ(next.status, MeasurementStatus::kOk) << next.detail;
+  EXPECT_EQ(worker_of(next).second, 0) << "a fresh process after the failure";
+  EXPECT_NE(worker_of(next).first, worker_of(first).first);
+}
+
+TEST_F(Worker, AWorkerKilledWhileIdleIsReplacedWithoutCostingAConfiguration) {
+  WorkerProcess worker({CARB_BINARY, {"__worker"}}, cpu_device().info().id);
+  const Measurement first = worker.measure(parse_key(kTinyKey), quick_protocol());
+  ASSERT_EQ(first.status, MeasurementStatus::kOk) << first.detail;
+  const int pid = worker_of(first).first;
+  ASSERT_EQ(::kill(pid, SIGKILL), 0);
+  // Reaped by its parent (us) only when the next measure() looks: wait until it is a zombie.
+  for (int i = 0; i < 500; ++i) {
+    siginfo_t info{};
+    if (::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+        info.si_pid == pid) {
+      break;
+    }
+    ::usleep(10'000);
+  }
+  const Measurement second = worker.measure(parse_key(kTinyKey), quick_protocol());
+  ASSERT_EQ(second.status, MeasurementStatus::kOk) << second.detail;
+  EXPECT_NE(worker_of(second).first, pid);
+}
+
 }  // namespace
 }  // namespace carb
