@@ -8,7 +8,8 @@
 #
 #   bench/overhead.sh [N (120)] [CHUNKS (12)] [extra carb profile arguments...]
 #
-# Prints per arm: wall, inside inferences, prepare, overhead share, configurations per minute;
+# Prints per arm: wall, inside inferences (warm-up, timed, energy), of it the warm-up, prepare,
+# the overhead share with and without prepare, the warm-up's share, configurations per minute;
 # and how far the two arms' latencies lie apart (median |A-B|/mean over the configurations).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -49,21 +50,30 @@ for arm in A B; do
     sqlite3 -separator ' ' "$db" "SELECT configuration_key, status, ifnull(wall_median_ms, 0),
       json_extract(provenance, '\$.timings_s.warmup') + json_extract(provenance, '\$.timings_s.timed') +
       json_extract(provenance, '\$.timings_s.energy'), json_extract(provenance, '\$.timings_s.prepare'),
-      detail LIKE '%contended%' FROM measurements"
+      detail LIKE '%contended%', json_extract(provenance, '\$.timings_s.warmup') FROM measurements"
   done | sort >"$work/$arm.rows"
 done
 
-printf '%-24s %9s %14s %12s %9s %12s %10s\n' arm "wall (s)" "inference (s)" "prepare (s)" \
-  overhead "configs/min" contended
+printf '%-24s %8s %10s %8s %8s %9s %10s %8s %11s %9s\n' arm "wall (s)" "inference" \
+  "warm-up" prepare overhead "w/o prep." warm-up% configs/min contended
 for arm in A B; do
   name="A: a fresh worker each"
   [ "$arm" = B ] && name="B: workers reused (25)"
+  # inference: warm-up, timed and energy passes; overhead: the rest of the wall time; w/o prep.:
+  # the rest less prepare (the harness proper); warm-up%: the warm-up's share of the wall time.
   awk -v wall="${wall[$arm]}" -v name="$name" '
-    { inference += $4; prepare += $5; contended += $6; rows += 1 }
-    END { printf "%-24s %9.1f %14.1f %12.1f %8.1f%% %12.1f %10d\n", name, wall, inference, prepare,
-          100 * (wall - inference) / wall, 60 * rows / wall, contended }' "$work/$arm.rows"
+    { inference += $4; prepare += $5; contended += $6; warmup += $7; rows += 1 }
+    END { printf "%-24s %8.1f %10.1f %8.1f %8.1f %8.1f%% %9.1f%% %7.1f%% %11.1f %9d\n", name,
+          wall, inference, warmup, prepare, 100 * (wall - inference) / wall,
+          100 * (wall - inference - prepare) / wall, 100 * warmup / wall, 60 * rows / wall,
+          contended }' "$work/$arm.rows"
 done
-join "$work/A.rows" "$work/B.rows" | awk '$2 == "ok" && $7 == "ok" {
-    d = $3 - $8; if (d < 0) d = -d; print 2 * d / ($3 + $8) }' | sort -g |
-  awk '{ r[NR] = $1 } END { printf "latency, A vs B: median |A-B|/mean %.2f%% over %d configurations\n",
-       100 * r[int((NR + 1) / 2)], NR }'
+# Paired by configuration: the median absolute difference (how far apart) and the median signed
+# one (whether reuse makes inferences faster or slower).
+join "$work/A.rows" "$work/B.rows" | awk '$2 == "ok" && $8 == "ok" { print 2 * ($3 - $9) / ($3 + $9) }' \
+  >"$work/diffs"
+median() { sort -g | awk '{ r[NR] = $1 } END { print r[int((NR + 1) / 2)], NR }'; }
+read -r absolute n < <(awk '{ print ($1 < 0 ? -$1 : $1) }' "$work/diffs" | median)
+read -r signed _ < <(median <"$work/diffs")
+printf 'latency, A vs B over %d configurations: median |A-B|/mean %.2f%%, median (A-B)/mean %+.2f%%\n' \
+  "$n" "$(echo "100 * $absolute" | bc -l)" "$(echo "100 * $signed" | bc -l)"
