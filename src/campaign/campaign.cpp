@@ -360,6 +360,8 @@ CampaignSummary run_campaign(const std::vector<Config>& configs, const CampaignO
   if (!pending.empty()) {
     summary.idle_power_w =
         measure_idle_power_w(*meter, options.idle_window_s, &summary.idle_power_null_reason);
+  } else {
+    summary.idle_power_null_reason = "not measured: nothing left to measure";
   }
 
   CampaignProgress state;

@@ -68,6 +68,9 @@ TEST(Campaign, MeasuresThenResumesWithoutRepeating) {
   EXPECT_TRUE(second.measured.empty());
   EXPECT_EQ(second.already_done, 3);
   EXPECT_EQ(second.campaign_id, first.campaign_id);
+  // Nothing to measure: no idle window either, and the summary says why.
+  EXPECT_FALSE(second.idle_power_w.has_value());
+  EXPECT_EQ(second.idle_power_null_reason, "not measured: nothing left to measure");
 
   const Store store = Store::open(db);
   EXPECT_EQ(store.integrity_check(), "ok");
