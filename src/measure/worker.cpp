@@ -110,9 +110,10 @@ Measurement WorkerProcess::measure(const Config& config, const Protocol& protoco
   // its peak-RSS mark, for another memory limit, or when it died while idle.
   if (running_) {
     int status = 0;
-    if (running_->measured >= std::max(1, protocol.worker_reuse) || !running_->reusable ||
-        running_->memory_limit_bytes != protocol.worker_memory_limit_bytes ||
-        ::waitpid(running_->pid, &status, WNOHANG) != 0) {
+    if (::waitpid(running_->pid, &status, WNOHANG) == running_->pid) {
+      running_.reset();  // it died while idle, and is reaped now: nothing left to kill
+    } else if (running_->measured >= std::max(1, protocol.worker_reuse) || !running_->reusable ||
+               running_->memory_limit_bytes != protocol.worker_memory_limit_bytes) {
       stop();
     }
   }
