@@ -6,7 +6,7 @@
 # B A, each arm into its own new database, so both measure the same configurations under the
 # same conditions. The wall time is the whole `carb profile` command's (start-up included).
 #
-#   bench/overhead.sh [N (120)] [CHUNKS (12)] [extra carb profile arguments...]
+#   [CARB_PROTOCOL_ARGS=...] bench/overhead.sh [N (120)] [CHUNKS (12)] [extra carb profile arguments...]
 #
 # Prints per arm: wall, inside inferences (warm-up, timed, energy), of it the warm-up, prepare,
 # the overhead share with and without prepare, the warm-up's share, configurations per minute;
@@ -20,7 +20,10 @@ carb="${CARB:-build/src/cli/carb}"
 spec=examples/spaces/cpu-demo.yaml
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
-profile_args=(--target-ci 0.02 --max-time 2 "$@")
+# The reference campaign's protocol (data/README.md) unless CARB_PROTOCOL_ARGS says otherwise
+# ("" for carb's defaults).
+read -r -a protocol_args <<<"${CARB_PROTOCOL_ARGS---target-ci 0.02 --max-time 2}"
+profile_args=("${protocol_args[@]}" "$@")
 
 "$carb" space list --spec "$spec" --sample "$count" --seed 1 --sampling stratified \
   --format csv | tail -n +2 | cut -d, -f1 >"$work/keys"
