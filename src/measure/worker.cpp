@@ -291,8 +291,8 @@ std::pair<Config, Protocol> parse_request(const std::string& line) {
     return {parse_key(request.at("key").get<std::string>()),
             Protocol::from_json(request.at("protocol"))};
   } catch (const nlohmann::json::exception& error) {
-    throw Error(ErrorCategory::kInput, std::string("worker request is not {\"key\", \"protocol\"}: ") +
-                                           error.what());
+    throw Error(ErrorCategory::kInput,
+                std::string("worker request is not {\"key\", \"protocol\"}: ") + error.what());
   }
 }
 
@@ -320,9 +320,9 @@ int worker_main(const std::string& device_id) {
       // leaves the context unusable; an out-of-memory may leave the heap fragmented).
       const bool again = reusable && (measurement.status == MeasurementStatus::kOk ||
                                       measurement.status == MeasurementStatus::kUnsupported);
-      std::cout << nlohmann::json{{"measurement", measurement.to_json()}, {"reusable", again}}
-                       .dump()
-                << std::endl;
+      std::cout
+          << nlohmann::json{{"measurement", measurement.to_json()}, {"reusable", again}}.dump()
+          << std::endl;
     }
     return 0;
   }

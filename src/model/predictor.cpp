@@ -142,8 +142,8 @@ void check_tree(const nlohmann::json& tree) {
         l >= static_cast<long long>(nodes) || r >= static_cast<long long>(nodes)) {
       throw std::invalid_argument("a tree node's children are not later nodes of the tree");
     }
-    if (parent_of[static_cast<std::size_t>(l)] != -1 || parent_of[static_cast<std::size_t>(r)] != -1 ||
-        l == r) {
+    if (parent_of[static_cast<std::size_t>(l)] != -1 ||
+        parent_of[static_cast<std::size_t>(r)] != -1 || l == r) {
       throw std::invalid_argument("a tree node with two parents");
     }
     parent_of[static_cast<std::size_t>(l)] = static_cast<long long>(node);
@@ -158,7 +158,8 @@ void check_tree(const nlohmann::json& tree) {
     }
   }
   for (std::size_t node = 0; node < nodes; ++node) {
-    if (parent_of[node] == -1 || integer_of<long long>(tree.at("parents")[node]) != parent_of[node]) {
+    if (parent_of[node] == -1 ||
+        integer_of<long long>(tree.at("parents")[node]) != parent_of[node]) {
       throw std::invalid_argument("a tree's parents do not match its children");
     }
   }
@@ -198,8 +199,8 @@ void check_gbtree(const nlohmann::json& model) {
 // model and its trees must have `cols` features: XGBoost sizes its feature vector by the model's
 // count and reads it at each split's index unchecked.
 xgb::Booster load_booster(const nlohmann::json& model, std::size_t cols) {
-  if (static_cast<std::size_t>(count_of(model.at("learner").at("learner_model_param"),
-                                        "num_feature")) != cols) {
+  if (static_cast<std::size_t>(
+          count_of(model.at("learner").at("learner_model_param"), "num_feature")) != cols) {
     throw std::invalid_argument("an XGBoost model with the wrong number of features");
   }
   std::vector<const nlohmann::json*> stack = {&model};

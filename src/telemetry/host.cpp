@@ -169,26 +169,14 @@ std::string read_governor(const fs::path& root, int cpu) {
 }
 
 std::uint64_t parse_mem_total_bytes(const fs::path& path, const std::string& text) {
-  std::istringstream lines(text);
-  std::string line;
-  while (std::getline(lines, line)) {
-    constexpr std::string_view kKey = "MemTotal:";
-    if (line.rfind(kKey, 0) != 0) {
-      continue;
-    }
-    std::string_view value = telemetry_detail::trim(std::string_view(line).substr(kKey.size()));
-    constexpr std::string_view kUnit = " kB";
-    const bool in_kib = value.size() > kUnit.size() && value.ends_with(kUnit);
-    const auto kib = in_kib
-                         ? telemetry_detail::parse_u64(value.substr(0, value.size() - kUnit.size()))
-                         : std::nullopt;
-    if (!kib) {
-      throw host_error(path.string() + ": MemTotal is " + telemetry_detail::quote_content(value) +
-                       ", not '<number> kB'");
-    }
-    return *kib * 1024;
+  const auto value = telemetry_detail::proc_field(text, "MemTotal:");
+  if (!value) throw host_error(path.string() + " has no MemTotal line");
+  const auto bytes = telemetry_detail::parse_kib_bytes(*value);
+  if (!bytes) {
+    throw host_error(path.string() + ": MemTotal is " + telemetry_detail::quote_content(*value) +
+                     ", not '<number> kB'");
   }
-  throw host_error(path.string() + " has no MemTotal line");
+  return *bytes;
 }
 
 }  // namespace

@@ -13,28 +13,18 @@
 namespace carb {
 
 std::uint64_t peak_rss_bytes(const std::filesystem::path& root) {
-  const std::filesystem::path status_path =
-      telemetry_detail::under_root(root, "proc/self/status");
+  const std::filesystem::path status_path = telemetry_detail::under_root(root, "proc/self/status");
   const telemetry_detail::FileText read = telemetry_detail::read_file_text(status_path);
   if (!read.text) throw Error(ErrorCategory::kRuntime, "process memory: " + read.failure);
   // "VmHWM:\t  123456 kB": getrusage's ru_maxrss would be the same mark, except that it also
   // keeps the peak of every thread that exited, which reset_peak_rss() cannot lower.
-  const std::string_view text = *read.text;
-  const std::size_t line = text.find("VmHWM:");
-  std::optional<std::uint64_t> kib;
-  if (line != std::string_view::npos && (line == 0 || text[line - 1] == '\n')) {
-    std::string_view value = text.substr(line + 6);
-    value = value.substr(0, value.find('\n'));
-    value = telemetry_detail::trim(value);
-    if (value.size() > 3 && value.substr(value.size() - 3) == " kB") {
-      kib = telemetry_detail::parse_u64(telemetry_detail::trim(value.substr(0, value.size() - 3)));
-    }
-  }
-  if (!kib) {
+  const auto value = telemetry_detail::proc_field(*read.text, "VmHWM:");
+  const auto bytes = value ? telemetry_detail::parse_kib_bytes(*value) : std::nullopt;
+  if (!bytes) {
     throw Error(ErrorCategory::kRuntime,
                 "process memory: " + status_path.string() + " has no 'VmHWM: N kB' line");
   }
-  return *kib * 1024;
+  return *bytes;
 }
 
 bool reset_peak_rss(std::string* why) {

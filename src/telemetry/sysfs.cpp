@@ -113,6 +113,25 @@ std::optional<std::uint64_t> parse_u64(std::string_view text) {
   return value;
 }
 
+std::optional<std::string_view> proc_field(std::string_view text, std::string_view key) {
+  for (std::size_t at = 0; at < text.size();) {
+    const std::size_t end = std::min(text.find('\n', at), text.size());
+    const std::string_view line = text.substr(at, end - at);
+    if (line.starts_with(key)) return trim(line.substr(key.size()));
+    at = end + 1;
+  }
+  return std::nullopt;
+}
+
+std::optional<std::uint64_t> parse_kib_bytes(std::string_view value) {
+  constexpr std::string_view kUnit = " kB";
+  value = trim(value);
+  if (value.size() <= kUnit.size() || !value.ends_with(kUnit)) return std::nullopt;
+  const auto kib = parse_u64(value.substr(0, value.size() - kUnit.size()));
+  if (!kib) return std::nullopt;
+  return *kib * 1024;
+}
+
 std::optional<double> parse_double(std::string_view text) {
   const std::string_view number = trim(text);
   double value = 0.0;

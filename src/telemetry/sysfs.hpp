@@ -54,6 +54,13 @@ std::string_view trim(std::string_view text);
 /// A whole unsigned decimal number, surrounding whitespace allowed; nullopt for anything else.
 std::optional<std::uint64_t> parse_u64(std::string_view text);
 
+/// The value of a procfs "Key: value" line (/proc/meminfo, /proc/self/status), trimmed; nullopt
+/// when no line starts with `key` (e.g. "MemTotal:").
+std::optional<std::string_view> proc_field(std::string_view text, std::string_view key);
+
+/// A procfs size such as "16384 kB", in bytes; nullopt for anything else.
+std::optional<std::uint64_t> parse_kib_bytes(std::string_view value);
+
 /// A whole finite floating-point number, surrounding whitespace allowed; nullopt otherwise.
 std::optional<double> parse_double(std::string_view text);
 

@@ -262,6 +262,11 @@ TEST_F(Fitted, BrokenModelFilesAreInputErrors) {
     }
     return std::string("no error");
   };
+  // A broken file whose error names what is corrupt.
+  const auto expect_corrupt = [&](std::string_view broken, const std::string& why) {
+    EXPECT_NE(message(broken).find("m.json: corrupt carb model file: " + why), std::string::npos)
+        << message(broken);
+  };
   EXPECT_NE(
       message(text.substr(0, text.size() / 2)).find("m.json: not a carb model file (truncated"),
       std::string::npos);
@@ -274,57 +279,36 @@ TEST_F(Fitted, BrokenModelFilesAreInputErrors) {
   // Trees XGBoost would load into a corrupt heap or loop over forever (found by fuzzing).
   std::string short_array = text;
   short_array.replace(short_array.find("\"base_weights\":["), 16, "\"base_weights\":[1.0,");
-  EXPECT_NE(message(short_array)
-                .find("m.json: corrupt carb model file: a tree's base_weights "
-                      "does not have num_nodes"),
-            std::string::npos)
-      << message(short_array);
+  expect_corrupt(short_array, "a tree's base_weights does not have num_nodes");
   std::string cycle = text;
   const auto left = cycle.find("\"left_children\":[") + 17;
   cycle.replace(left, cycle.find(',', left) - left, "0");
-  EXPECT_NE(message(cycle).find("m.json: corrupt carb model file: a tree node's children are not "
-                                "later nodes"),
-            std::string::npos)
-      << message(cycle);
+  expect_corrupt(cycle, "a tree node's children are not later nodes");
   // Two trees with one id: XGBoost loads both into one slot from two threads, a double free.
   std::string same_id = text;
   const auto second_id = same_id.find("\"id\":1,", same_id.find("\"trees\":["));
   ASSERT_NE(second_id, std::string::npos);
   same_id.replace(second_id, 7, "\"id\":0,");
-  EXPECT_NE(message(same_id).find("m.json: corrupt carb model file: a gbtree's tree ids are not "
-                                  "0, 1, 2, ... in order"),
-            std::string::npos)
-      << message(same_id);
+  expect_corrupt(same_id, "a gbtree's tree ids are not 0, 1, 2, ... in order");
   std::string no_forest = text;
-  no_forest.replace(no_forest.find("\"num_parallel_tree\":\"1\""), 23, "\"num_parallel_tree\":\"0\"");
-  EXPECT_NE(message(no_forest).find("m.json: corrupt carb model file: a gbtree's num_parallel_tree "
-                                    "does not divide its trees"),
-            std::string::npos)
-      << message(no_forest);
+  no_forest.replace(no_forest.find("\"num_parallel_tree\":\"1\""), 23,
+                    "\"num_parallel_tree\":\"0\"");
+  expect_corrupt(no_forest, "a gbtree's num_parallel_tree does not divide its trees");
   // A parent XGBoost would look up past its node array (found by fuzzing: a read out of bounds).
   std::string orphan = text;
   const auto parents = orphan.find("\"parents\":[2147483647,") + 22;
   orphan.replace(parents, orphan.find(',', parents) - parents, "70000");
-  EXPECT_NE(message(orphan).find("m.json: corrupt carb model file: a tree's parents do not match "
-                                 "its children"),
-            std::string::npos)
-      << message(orphan);
+  expect_corrupt(orphan, "a tree's parents do not match its children");
   // Categorical arrays, which XGBoost indexes by one another unchecked (carb's trees have none).
   std::string categories = text;
   categories.replace(categories.find("\"categories_segments\":[]"), 24,
                      "\"categories_segments\":null");
-  EXPECT_NE(message(categories).find("m.json: corrupt carb model file: a tree's "
-                                     "categories_segments is not empty"),
-            std::string::npos)
-      << message(categories);
+  expect_corrupt(categories, "a tree's categories_segments is not empty");
   // A tree wider than the model: its splits would read past XGBoost's feature vector.
   std::string wide = text;
   const auto tree_features = wide.find("\"num_feature\":\"", wide.find("\"tree_param\""));
   wide.replace(tree_features, 15, "\"num_feature\":\"9");
-  EXPECT_NE(message(wide).find("m.json: corrupt carb model file: a tree with the wrong number of "
-                               "features"),
-            std::string::npos)
-      << message(wide);
+  expect_corrupt(wide, "a tree with the wrong number of features");
   std::string newer = text;
   newer.replace(newer.find("\"format_version\":1"), 18, "\"format_version\":99");
   EXPECT_NE(message(newer).find("model format 99 is newer"), std::string::npos);

@@ -60,7 +60,8 @@ TEST(ProcessMemory, ResettingThePeakLowersItToWhatIsResidentNow) {
 
 TEST(ProcessMemory, StatusReplayReadsVmHwmAndRefusesWhatLacksIt) {
   test::FakeRoot root;
-  root.write("proc/self/status", "Name:\tcarb\nVmPeak:\t  999 kB\nVmHWM:\t    1234 kB\nVmRSS:\t 1000 kB\n");
+  root.write("proc/self/status",
+             "Name:\tcarb\nVmPeak:\t  999 kB\nVmHWM:\t    1234 kB\nVmRSS:\t 1000 kB\n");
   EXPECT_EQ(peak_rss_bytes(root.path()), 1234ull * 1024);
   root.write("proc/self/status", "Name:\tcarb\nVmRSS:\t 1000 kB\n");
   try {
@@ -68,8 +69,7 @@ TEST(ProcessMemory, StatusReplayReadsVmHwmAndRefusesWhatLacksIt) {
     ADD_FAILURE() << "expected carb::Error";
   } catch (const Error& error) {
     EXPECT_EQ(error.category(), ErrorCategory::kRuntime);
-    EXPECT_EQ(std::string(error.what()), "process memory: " +
-                                             root.at("proc/self/status").string() +
+    EXPECT_EQ(std::string(error.what()), "process memory: " + root.at("proc/self/status").string() +
                                              " has no 'VmHWM: N kB' line");
   }
 }
