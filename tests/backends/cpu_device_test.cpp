@@ -5,7 +5,10 @@
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include <cstring>
+#include <fstream>
 #include <new>
+#include <sstream>
+#include <string>
 
 #include "carb/backend.hpp"
 #include "carb/error.hpp"
@@ -247,6 +250,54 @@ TEST_F(CpuDeviceTest, KernelsFuseEveryBatchNormReluAndResidualAdd) {
   EXPECT_EQ(relus, features.layer_counts[LayerKind::kRelu]);
   EXPECT_EQ(kernels.front().name, "conv1+bn1+relu");
   EXPECT_EQ(kernels.back().name, "fc");
+}
+
+// The kernel's transparent-huge-page mode ("always", "madvise" or "never"), or "" where it has
+// none.
+std::string transparent_huge_page_mode() {
+  std::ifstream file("/sys/kernel/mm/transparent_hugepage/enabled");
+  std::string line;
+  std::getline(file, line);
+  const auto open = line.find('[');
+  const auto close = line.find(']');
+  if (open == std::string::npos || close == std::string::npos) return "";
+  return line.substr(open + 1, close - open - 1);
+}
+
+// Bytes of this process's anonymous memory on transparent huge pages.
+std::int64_t anon_huge_page_bytes() {
+  std::ifstream file("/proc/self/smaps_rollup");
+  std::string key;
+  std::int64_t kib = 0;
+  std::string line;
+  while (std::getline(file, line)) {
+    std::istringstream fields(line);
+    if (fields >> key >> kib && key == "AnonHugePages:") return kib * 1024;
+  }
+  return -1;
+}
+
+TEST_F(CpuDeviceTest, LargeBuffersLieOnHugePagesWhereTheKernelAllowsItAndAreGivenBack) {
+  const std::string mode = transparent_huge_page_mode();
+  if (mode != "always" && mode != "madvise") {
+    GTEST_SKIP() << "transparent huge pages are '" << mode << "' on this kernel";
+  }
+  const std::int64_t before = anon_huge_page_bytes();
+  ASSERT_GE(before, 0) << "no AnonHugePages in /proc/self/smaps_rollup";
+  std::int64_t weight_bytes = 0;
+  {
+    // 11.7 M parameters: ~47 MB of weights in one region, ~21 MB of it one layer's staging.
+    const auto session = prepare("basic18_w1_ds_r32_b1_fp32");
+    weight_bytes = session->memory().weight_bytes;
+    ASSERT_GT(weight_bytes, std::int64_t{40} << 20);
+    const std::int64_t during = anon_huge_page_bytes();
+    // Every whole 2 MiB of the weights at least (the region's tail may be on 4 KiB pages). With
+    // 4 KiB pages (the engine's memory before it asked for huge pages) this grew by 0.
+    EXPECT_GE(during - before, weight_bytes - (std::int64_t{4} << 20)) << "mode " << mode;
+    EXPECT_EQ(run_once(*session).size(), 1000u);
+  }
+  // Destroying the session unmaps its regions: no huge page stays behind.
+  EXPECT_LE(anon_huge_page_bytes() - before, std::int64_t{2} << 20);
 }
 
 TEST(DnnlCheck, TurnsAOneDnnFailureIntoARuntimeErrorNamingTheCall) {

@@ -8,6 +8,8 @@
 #include <optional>
 #include <span>
 #include <unordered_map>
+#include <utility>
+#include <vector>
 
 #include <omp.h>
 #include <sys/mman.h>
@@ -53,23 +55,72 @@ Tag blocked_layout() {
   return dnnl::get_effective_cpu_isa() >= dnnl::cpu_isa::avx512_core ? Tag::nChw16c : Tag::nChw8c;
 }
 
-struct FreeDeleter {
-  void operator()(std::byte* bytes) const { std::free(bytes); }
-};
-using Buffer = std::unique_ptr<std::byte, FreeDeleter>;
-
 std::int64_t round_up(std::int64_t bytes, std::int64_t alignment) {
   return (bytes + alignment - 1) / alignment * alignment;
 }
 
-// Out of memory is std::bad_alloc throughout, so the measure module maps one type to `oom`.
-Buffer allocate(std::int64_t bytes) {
-  if (bytes == 0) return nullptr;
-  void* block = std::aligned_alloc(static_cast<std::size_t>(kAlignmentBytes),
-                                   static_cast<std::size_t>(round_up(bytes, kAlignmentBytes)));
-  if (block == nullptr) throw std::bad_alloc();
-  return Buffer(static_cast<std::byte*>(block));
+std::int64_t page_bytes() {
+  static const std::int64_t page = ::sysconf(_SC_PAGESIZE);
+  return page;
 }
+
+// Transparent huge pages are 2 MiB on x86-64 (and the usual arm64 kernels).
+constexpr std::int64_t kHugePageBytes = std::int64_t{2} << 20;
+
+// Memory the session holds (weights, activation arena, scratchpad, prepare's staging): its own
+// anonymous mapping, 2 MiB-aligned when it is at least that large, and marked MADV_HUGEPAGE, so
+// where the kernel allows (Linux's default THP mode, "madvise", gives huge pages only on request)
+// each 2 MiB of it is one page fault and one TLB entry instead of 512. On the 2-core development
+// VM a 4 KiB first touch costs ~15 us, and even after MADV_POPULATE_WRITE the first write costs
+// ~1.6 us a page: writing 276 MB of fresh memory took 0.48 s on 4 KiB pages and 0.03 s on huge
+// pages (docs/cpu-engine.md#prepare). A kernel without THP refuses the advice and the mapping
+// stays on 4 KiB pages. Pages are backed on first touch or by populate_pages(); the tail past
+// the last whole 2 MiB stays on 4 KiB pages, so the resident set never exceeds the bytes asked
+// for by more than a page. Out of memory is std::bad_alloc throughout, so the measure module
+// maps one type to `oom`.
+class Pages {
+ public:
+  Pages() = default;
+  explicit Pages(std::int64_t bytes) : bytes_(round_up(bytes, page_bytes())) {
+    if (bytes_ == 0) return;
+    const bool huge = bytes_ >= kHugePageBytes;
+    const std::int64_t slack = huge ? kHugePageBytes - page_bytes() : 0;
+    void* mapping = ::mmap(nullptr, static_cast<std::size_t>(bytes_ + slack),
+                           PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (mapping == MAP_FAILED) throw std::bad_alloc();
+    auto* start = static_cast<std::byte*>(mapping);
+    data_ = start;
+    if (huge) {  // keep the 2 MiB-aligned part; give back the slack on either side
+      const auto address = reinterpret_cast<std::uintptr_t>(start);
+      const auto aligned =
+          static_cast<std::uintptr_t>(round_up(static_cast<std::int64_t>(address), kHugePageBytes));
+      data_ = start + (aligned - address);
+      const auto head = static_cast<std::size_t>(data_ - start);
+      if (head > 0) ::munmap(start, head);
+      const std::size_t tail = static_cast<std::size_t>(slack) - head;
+      if (tail > 0) ::munmap(data_ + bytes_, tail);
+#ifdef MADV_HUGEPAGE
+      ::madvise(data_, static_cast<std::size_t>(bytes_), MADV_HUGEPAGE);
+#endif
+    }
+  }
+  ~Pages() {
+    if (data_ != nullptr) ::munmap(data_, static_cast<std::size_t>(bytes_));
+  }
+  Pages(Pages&& other) noexcept
+      : data_(std::exchange(other.data_, nullptr)), bytes_(std::exchange(other.bytes_, 0)) {}
+  Pages& operator=(Pages&& other) noexcept {
+    std::swap(data_, other.data_);
+    std::swap(bytes_, other.bytes_);
+    return *this;
+  }
+
+  std::byte* data() const { return data_; }
+
+ private:
+  std::byte* data_ = nullptr;
+  std::int64_t bytes_ = 0;  ///< page-rounded
+};
 
 std::int64_t desc_bytes(const Memory::desc& desc) {
   return static_cast<std::int64_t>(desc.get_size());
@@ -115,14 +166,14 @@ class SingleThreaded {
 };
 
 // Maps the pages of a fresh buffer in one system call before it is first written. Written page
-// by page, each first touch is a page fault, and on the 2-core development VM every fault costs
-// ~15 us: populating first halves the cost of writing a fresh buffer (276 MB: 1.0 s -> 0.5 s).
-// The pages are the same 4 KiB pages either way, so the kernels that run on them later do not
-// change. A kernel without MADV_POPULATE_WRITE (before Linux 5.14) refuses with EINVAL and the
-// pages fault in on first write as before, so the result is ignored.
+// by page, each first touch of a 4 KiB page is a page fault, and on the 2-core development VM
+// every fault costs ~15 us: populating first halves the cost of writing a fresh 4 KiB-page
+// buffer (276 MB: 1.0 s -> 0.5 s); on huge pages (Pages) it is one fault per 2 MiB either way.
+// A kernel without MADV_POPULATE_WRITE (before Linux 5.14) refuses with EINVAL and the pages
+// fault in on first write as before, so the result is ignored.
 void populate_pages(void* data, std::int64_t bytes) {
 #ifdef MADV_POPULATE_WRITE
-  static const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const auto page = static_cast<std::uintptr_t>(page_bytes());
   const auto start = reinterpret_cast<std::uintptr_t>(data);
   const std::uintptr_t begin = (start + page - 1) / page * page;
   const std::uintptr_t end = (start + static_cast<std::uintptr_t>(bytes)) / page * page;
@@ -140,48 +191,37 @@ void populate_pages(void* data, std::int64_t bytes) {
 // staging and its kernel layout), and on the development VM first touches dominate prepare
 // (docs/cpu-engine.md). Pages past the current layer's weights are kept for the next larger
 // layer only while they fit under a bound, and given back otherwise: prepare's bytes never
-// exceed the high-water mark of one layer staged at a time, which MemoryUsage reports.
+// exceed the high-water mark of one layer staged at a time, which MemoryUsage reports, by more
+// than the rounding to the mapping's page (2 MiB where it is on huge pages).
 class Staging {
  public:
   explicit Staging(std::size_t capacity_values)
-      : capacity_bytes_(
-            round_up(static_cast<std::int64_t>(capacity_values * sizeof(float)), page_bytes())) {
-    if (capacity_bytes_ == 0) return;
-    void* mapping = ::mmap(nullptr, static_cast<std::size_t>(capacity_bytes_),
-                           PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (mapping == MAP_FAILED) throw std::bad_alloc();
-    data_ = static_cast<std::byte*>(mapping);
-  }
-  ~Staging() {
-    if (data_ != nullptr) ::munmap(data_, static_cast<std::size_t>(capacity_bytes_));
-  }
-  Staging(const Staging&) = delete;
-  Staging& operator=(const Staging&) = delete;
+      : capacity_bytes_(static_cast<std::int64_t>(capacity_values * sizeof(float))),
+        pages_(capacity_bytes_),
+        unit_bytes_(capacity_bytes_ >= kHugePageBytes ? kHugePageBytes : page_bytes()) {}
 
   // The first `values` floats (uninitialised), holding at most max(their pages, `bound_bytes`).
   std::span<float> take(std::size_t values, std::int64_t bound_bytes) {
-    const std::int64_t page = page_bytes();
-    const std::int64_t needed = round_up(static_cast<std::int64_t>(values * sizeof(float)), page);
-    CARB_CHECK(needed <= capacity_bytes_, "staging overflow");
-    const std::int64_t held = std::max(needed, std::min(held_bytes_, bound_bytes / page * page));
+    const std::int64_t bytes = static_cast<std::int64_t>(values * sizeof(float));
+    CARB_CHECK(bytes <= capacity_bytes_, "staging overflow");
+    const std::int64_t mapped = round_up(capacity_bytes_, page_bytes());
+    const std::int64_t needed = std::min(round_up(bytes, unit_bytes_), mapped);
+    const std::int64_t kept = std::min(held_bytes_, bound_bytes / unit_bytes_ * unit_bytes_);
+    const std::int64_t held = std::max(needed, kept);
     if (held < held_bytes_) {
-      ::madvise(data_ + held, static_cast<std::size_t>(held_bytes_ - held), MADV_DONTNEED);
+      ::madvise(pages_.data() + held, static_cast<std::size_t>(held_bytes_ - held), MADV_DONTNEED);
     } else if (held > held_bytes_) {
-      populate_pages(data_ + held_bytes_, held - held_bytes_);
+      populate_pages(pages_.data() + held_bytes_, held - held_bytes_);
     }
     held_bytes_ = held;
-    return {reinterpret_cast<float*>(data_), values};
+    return {reinterpret_cast<float*>(pages_.data()), values};
   }
 
  private:
-  static std::int64_t page_bytes() {
-    static const std::int64_t page = ::sysconf(_SC_PAGESIZE);
-    return page;
-  }
-
-  std::byte* data_ = nullptr;
   std::int64_t capacity_bytes_ = 0;
-  std::int64_t held_bytes_ = 0;  ///< page-rounded bytes backed by memory now
+  Pages pages_;
+  std::int64_t unit_bytes_;      ///< what the mapping is backed in: 2 MiB when on huge pages
+  std::int64_t held_bytes_ = 0;  ///< bytes backed now: whole units, or the whole mapping
 };
 
 // What prepare() chose for one op: the primitive and, for conv and fc, the reorder of the
@@ -217,7 +257,7 @@ class CpuSession final : public Session {
         plan_(plan_execution(network)) {
     CARB_CHECK(network.config.precision != Precision::kFp16, "fp16 reached the CPU engine");
     const std::vector<OpDescription> descriptions = describe_primitives();
-    allocate_buffers();
+    allocate_buffers(descriptions);
     planned_peak_bytes_ = plan_peak_bytes(descriptions);
     std::size_t staging_values = 0;
     for (const Op& op : plan_.ops) {
@@ -227,7 +267,7 @@ class CpuSession final : public Session {
     }
     Staging staging(staging_values);
     for (std::size_t k = 0; k < plan_.ops.size(); ++k) {
-      bind_kernel(plan_.ops[k], descriptions[k], seed, staging);
+      bind_kernel(k, descriptions[k], seed, staging);
     }
     input_.arena_view = arena_view(plan_.input_value, input_.desc.dst_desc());
     output_.arena_view = arena_view(plan_.output_value, output_.desc.src_desc());
@@ -390,8 +430,19 @@ class CpuSession final : public Session {
     return CARB_DNNL(Memory::desc({out.c, in.c, window, window}, DataType::f32, Tag::oihw));
   }
 
-  // Phase 2: the arena at its planned size and the shared scratchpad.
-  void allocate_buffers() {
+  // Phase 2: the arena at its planned size, the shared scratchpad, and one region for every
+  // weight and bias (its pages are backed layer by layer as load_weights() writes them).
+  void allocate_buffers(const std::vector<OpDescription>& descriptions) {
+    std::int64_t weight_region_bytes = 0;
+    weight_offsets_.assign(descriptions.size(), -1);
+    for (std::size_t k = 0; k < descriptions.size(); ++k) {
+      if (!descriptions[k].weights_reorder) continue;
+      const dnnl::primitive_desc& desc = descriptions[k].primitive;
+      weight_offsets_[k] = weight_region_bytes;
+      weight_region_bytes += round_up(desc_bytes(desc.weights_desc()), kAlignmentBytes) +
+                             round_up(desc_bytes(desc.weights_desc(1)), kAlignmentBytes);
+    }
+    weights_ = Pages(weight_region_bytes);
     std::vector<BufferRequest> requests;
     requests.reserve(plan_.values.size());
     for (std::size_t v = 0; v < plan_.values.size(); ++v) {
@@ -400,21 +451,23 @@ class CpuSession final : public Session {
           {desc_bytes(activation_desc_of(static_cast<int>(v))), value.first_op, value.last_op});
     }
     arena_plan_ = plan_arena(requests, kAlignmentBytes);
-    arena_ = allocate(arena_plan_.arena_bytes);
+    arena_ = Pages(arena_plan_.arena_bytes);
+    populate_pages(arena_.data(), arena_plan_.arena_bytes);
     memory_.activation_bytes = arena_plan_.arena_bytes;
     memory_.scratchpad_bytes = round_up(scratchpad_bytes_needed_, kAlignmentBytes);
-    scratchpad_ = allocate(memory_.scratchpad_bytes);
+    scratchpad_ = Pages(memory_.scratchpad_bytes);
+    populate_pages(scratchpad_.data(), memory_.scratchpad_bytes);
     memory_.peak_bytes = memory_.steady_bytes();
   }
 
   Memory arena_view(int value, const Memory::desc& desc) const {
     return CARB_DNNL(Memory(
-        desc, engine_, arena_.get() + arena_plan_.offsets_bytes[static_cast<std::size_t>(value)]));
+        desc, engine_, arena_.data() + arena_plan_.offsets_bytes[static_cast<std::size_t>(value)]));
   }
 
   std::unordered_map<int, Memory> scratchpad_arg(const Memory::desc& desc) const {
     if (desc_bytes(desc) == 0) return {};
-    return {{DNNL_ARG_SCRATCHPAD, CARB_DNNL(Memory(desc, engine_, scratchpad_.get()))}};
+    return {{DNNL_ARG_SCRATCHPAD, CARB_DNNL(Memory(desc, engine_, scratchpad_.data()))}};
   }
 
   // Bytes of one layer's batch norm and bias while its weights are staged (conv: gamma, beta,
@@ -453,8 +506,9 @@ class CpuSession final : public Session {
   // Phase 3, per op: weights generated into the staging area, folded and reordered into the
   // kernel's layout (one layer's weights, batch norm and bias are the transient bytes,
   // counted), and the primitive with its arguments.
-  void bind_kernel(const Op& op, const OpDescription& description, std::uint64_t seed,
+  void bind_kernel(std::size_t index, const OpDescription& description, std::uint64_t seed,
                    Staging& staging) {
+    const Op& op = plan_.ops[index];
     const dnnl::primitive_desc& desc = description.primitive;
     Kernel kernel;
     kernel.primitive = CARB_DNNL(dnnl::primitive(desc));
@@ -463,17 +517,20 @@ class CpuSession final : public Session {
     kernel.args.emplace(DNNL_ARG_SRC, arena_view(op.input, CARB_DNNL(desc.src_desc())));
     kernel.args.emplace(DNNL_ARG_DST, arena_view(op.output, CARB_DNNL(desc.dst_desc())));
     if (description.weights_reorder) {
-      load_weights(op, desc, *description.weights_reorder, seed, staging, kernel);
+      load_weights(index, op, desc, *description.weights_reorder, seed, staging, kernel);
     }
     kernels_.push_back(std::move(kernel));
   }
 
-  void load_weights(const Op& op, const dnnl::primitive_desc& desc,
+  void load_weights(std::size_t index, const Op& op, const dnnl::primitive_desc& desc,
                     const dnnl::reorder::primitive_desc& reorder_desc, std::uint64_t seed,
                     Staging& staging, Kernel& kernel) {
-    Memory weights = CARB_DNNL(Memory(desc.weights_desc(), engine_));
-    Memory bias = CARB_DNNL(Memory(desc.weights_desc(1), engine_));
-    populate_pages(CARB_DNNL(weights.get_data_handle()), desc_bytes(desc.weights_desc()));
+    std::byte* const weights_data = weights_.data() + weight_offsets_[index];
+    std::byte* const bias_data =
+        weights_data + round_up(desc_bytes(desc.weights_desc()), kAlignmentBytes);
+    Memory weights = CARB_DNNL(Memory(desc.weights_desc(), engine_, weights_data));
+    Memory bias = CARB_DNNL(Memory(desc.weights_desc(1), engine_, bias_data));
+    populate_pages(weights_data, desc_bytes(desc.weights_desc()));
     memory_.weight_bytes += desc_bytes(desc.weights_desc()) + desc_bytes(desc.weights_desc(1));
 
     const LayerParameterSizes sizes = layer_parameter_sizes(network_, op.layer);
@@ -530,8 +587,10 @@ class CpuSession final : public Session {
   ExecutionPlan plan_;
   std::int64_t scratchpad_bytes_needed_ = 0;
   ArenaPlan arena_plan_;
-  Buffer arena_;
-  Buffer scratchpad_;
+  Pages arena_;
+  Pages scratchpad_;
+  Pages weights_;  ///< every conv's and fc's weights and bias, each at its weight_offsets_ entry
+  std::vector<std::int64_t> weight_offsets_;  ///< per op: its weights' offset in weights_, or -1
   std::vector<Kernel> kernels_;
   Conversion input_;
   Conversion output_;
