@@ -5,6 +5,21 @@
 
 namespace carb::engine {
 
+namespace {
+
+// values[i] = float(values[i] * scale): exact widening, one double product, one rounding, so
+// every clone gives the same bits; AVX-512 does 8 a step where the baseline's SSE2 does 2.
+#if defined(__x86_64__)
+__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#endif
+void scale_values(float* values, std::int64_t count, double scale) {
+  for (std::int64_t i = 0; i < count; ++i) {
+    values[i] = static_cast<float>(values[i] * scale);
+  }
+}
+
+}  // namespace
+
 std::vector<float> fold_batch_norm(std::span<float> weight, const LayerParameters& batch_norm) {
   const auto channels = static_cast<std::int64_t>(batch_norm.weight.size());
   const auto per_channel = static_cast<std::int64_t>(weight.size()) / channels;
@@ -14,10 +29,7 @@ std::vector<float> fold_batch_norm(std::span<float> weight, const LayerParameter
     const double scale =
         static_cast<double>(batch_norm.weight[c]) /
         std::sqrt(static_cast<double>(batch_norm.running_var[c]) + kBatchNormEpsilon);
-    float* const values = weight.data() + o * per_channel;
-    for (std::int64_t i = 0; i < per_channel; ++i) {
-      values[i] = static_cast<float>(values[i] * scale);
-    }
+    scale_values(weight.data() + o * per_channel, per_channel, scale);
     bias[c] = static_cast<float>(batch_norm.bias[c] - batch_norm.running_mean[c] * scale);
   }
   return bias;
