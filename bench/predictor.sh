@@ -23,7 +23,7 @@ parts = [f'{s["target"]}: R2 {s["metrics"]["r2"]:.4f} MAPE {s["metrics"]["mape"]
          f'cov {s["metrics"]["coverage"]:.1f}%' for s in rows]
 # The same target's MAPE without the corrector and as a plain specialist, where scored.
 others = [f'{s["target"]} {s["method"]} MAPE {s["metrics"]["mape"]:.2f}%' for s in ev["scores"]
-          if s["method"] in ("carb-no-corrector", "specialist")]
+          if s["method"] in ("carb-no-corrector", "specialist", "additive-prior")]
 rounds = [m.get("rounds", 0) for t in model["targets"] if t["available"] for m in t["members"]]
 print(f'{sys.argv[2]:<24} fit {ev["fit_seconds"]:5.1f} s trees {rounds} ' + "; ".join(parts))
 if others:
@@ -33,7 +33,7 @@ EOF
 
 echo "== accuracy on the reference campaign (test split, 5 seeds)"
 for seed in 1 2 3 4 5; do
-  $carb fit --db "$db" -o "$out/ref-seed$seed.json" --seed "$seed" > /dev/null 2>&1
+  $carb fit --db "$db" -o "$out/ref-seed$seed.json" --seed "$seed" --threads 1 > /dev/null 2>&1
   summarise "$out/ref-seed$seed.json" "seed $seed"
 done
 

@@ -67,6 +67,44 @@ struct LayerCounts {
   int total() const;
 };
 
+/// Classes of layers for the per-layer-class totals (docs/features.md): convolutions by role and
+/// shape (the stem, whose input is the image; else kernel 1x1 or 3x3, stride 1 or 2, and the
+/// output's spatial size per image: small <= 16 pixels, medium <= 256, large above), then the
+/// fully connected layer, pooling, and the elementwise layers (batch-norm, ReLU, add).
+enum class LayerClass {
+  kConvStem,
+  kConv1x1S1Small,
+  kConv1x1S1Medium,
+  kConv1x1S1Large,
+  kConv1x1S2Small,
+  kConv1x1S2Medium,
+  kConv1x1S2Large,
+  kConv3x3S1Small,
+  kConv3x3S1Medium,
+  kConv3x3S1Large,
+  kConv3x3S2Small,
+  kConv3x3S2Medium,
+  kConv3x3S2Large,
+  kFullyConnected,
+  kPool,
+  kElementwise,
+};
+inline constexpr int kLayerClassCount = 16;
+/// The feature-name stem of a class, e.g. "conv3x3_s1_medium", "fc", "elementwise".
+std::string_view to_string(LayerClass layer_class);
+/// The class of layer `layer` of `network`.
+LayerClass layer_class_of(const Network& network, const Layer& layer);
+
+/// Totals of the layers of one class, for one forward pass of the whole batch.
+struct LayerClassTotals {
+  double macs = 0;   ///< multiply-accumulates
+  double bytes = 0;  ///< bytes moved: every input, the weights and the output, read or written once
+  int count = 0;     ///< layers
+};
+
+/// Machine balances (FLOP per byte) of the per-layer roofline sums (docs/features.md).
+inline constexpr std::array<double, 3> kRooflineBalances = {4.0, 16.0, 64.0};
+
 /// Analytic features of a configuration, for one forward pass of the whole batch.
 struct Features {
   std::int64_t params = 0;       ///< learnable parameters (conv weights, batch-norm affine, fc)
@@ -82,6 +120,11 @@ struct Features {
   LayerCounts layer_counts;
   int widest_channels = 0;  ///< most output channels of any conv layer
   int kernel_launches = 0;  ///< one per IR layer, as PyTorch eager launches them
+  /// Per layer class (LayerClass's order): MACs, bytes moved and layer count.
+  std::array<LayerClassTotals, kLayerClassCount> layer_classes{};
+  /// Per machine balance B of kRooflineBalances: the sum over layers of max(FLOPs, B x bytes
+  /// moved), in FLOP: a roofline time in units of the peak's FLOP, layer by layer.
+  std::array<double, kRooflineBalances.size()> roofline_flops{};
 };
 
 /// Features of a built network.

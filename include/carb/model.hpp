@@ -32,7 +32,7 @@ struct TargetInfo {
 /// Rows to fit or score: features (row-major floats in the schema's order, already transformed)
 /// and targets (NaN where not measured). Targets are in cascade order.
 struct Dataset {
-  std::string schema;                      ///< "carb-ir-1" or "table"
+  std::string schema;                      ///< kArchitectureSchema or "table"
   std::vector<std::string> feature_names;  ///< after transformation (e.g. "log_flops")
   std::vector<float> x;                    ///< rows x feature_names.size()
   std::vector<std::string> ids;            ///< configuration key, or "line N" of a table
@@ -55,9 +55,15 @@ struct Dataset {
 /// energy (energy_j, J), latency (device or wall median, ms).
 std::vector<TargetInfo> store_targets();
 
-/// The architecture-only feature names of schema "carb-ir-1".
+/// The name of carb's architecture feature schema. "carb-ir-2" added the per-layer-class totals
+/// and the per-layer roofline sums to "carb-ir-1"; a model of another schema must be refitted.
+inline constexpr std::string_view kArchitectureSchema = "carb-ir-2";
+/// The architecture-only feature names of schema kArchitectureSchema.
 const std::vector<std::string>& architecture_feature_names();
-/// Writes a configuration's architecture features (schema "carb-ir-1") to `out`.
+/// Whether an architecture feature is one of the per-layer-class totals or per-layer roofline
+/// sums (what "carb-ir-2" added), which the memory target does not use.
+bool is_layer_feature(std::string_view name);
+/// Writes a configuration's architecture features (schema kArchitectureSchema) to `out`.
 void architecture_features(const Config& config, const Features& features, float* out);
 
 /// The successful measurements of one device in a store, as a dataset (latest measurement per
@@ -236,7 +242,7 @@ class Predictor {
 /// device differs from the model's, this is a transfer evaluation (R², Spearman, slope matter).
 std::vector<MethodScores> evaluate(const Predictor& predictor, const Dataset& data);
 
-/// The feature rows of configurations under schema "carb-ir-1", with their batch sizes.
+/// The feature rows of configurations under schema kArchitectureSchema, with their batch sizes.
 struct FeatureRows {
   std::vector<float> x;
   std::vector<int> batch;

@@ -64,7 +64,7 @@ CampaignData load_campaigns(const std::vector<std::string>& paths);
 /// The device `name_or_fingerprint` names (its exact fingerprint or name). Throws carb::Error
 /// (input) listing the devices when none matches.
 const DeviceCampaign& find_device(const CampaignData& data, const std::string& name_or_fingerprint);
-/// A device's rows as a predictor dataset (schema carb-ir-1), to fit or score on.
+/// A device's rows as a predictor dataset (schema kArchitectureSchema), to fit or score on.
 Dataset device_dataset(const DeviceCampaign& device);
 
 /// "memory", "energy" or "latency" with its unit for people: "B", "J", "ms".

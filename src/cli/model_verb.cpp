@@ -202,7 +202,7 @@ void run_predict(const PredictCommand& command) {
       batch.push_back(0);
     }
   } else {
-    if (predictor.schema() != "carb-ir-1") {
+    if (predictor.schema() != kArchitectureSchema) {
       throw Error(ErrorCategory::kUsage,
                   command.model + " was fitted on a table: predict with --table");
     }
@@ -267,7 +267,7 @@ struct EvaluateCommand {
 void run_evaluate(EvaluateCommand& command) {
   const Predictor predictor = Predictor::load(command.model);
   const Format format = parse_format(command.format);
-  if (!command.data.db.empty() && predictor.schema() != "carb-ir-1") {
+  if (!command.data.db.empty() && predictor.schema() != kArchitectureSchema) {
     throw Error(ErrorCategory::kInput,
                 command.model + " was fitted on a table, not on carb measurements");
   }

@@ -70,7 +70,7 @@ Loaded load(const CampaignOptions& options) {
   }
   if (!options.model.empty()) {
     loaded.model = std::make_shared<const Predictor>(Predictor::load(options.model));
-    if (loaded.model->schema() != "carb-ir-1") {
+    if (loaded.model->schema() != kArchitectureSchema) {
       throw Error(ErrorCategory::kInput,
                   options.model + " was fitted on a table, not on carb measurements");
     }

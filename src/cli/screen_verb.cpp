@@ -43,7 +43,7 @@ std::size_t target_index(const Predictor& predictor, Target target) {
 
 ScreenSetup prepare_screen(const ScreenCommand& command) {
   Predictor model = Predictor::load(command.model);
-  if (model.schema() != "carb-ir-1") {
+  if (model.schema() != kArchitectureSchema) {
     throw Error(ErrorCategory::kInput,
                 command.model + " was fitted on a table; screening needs a model of a device");
   }

@@ -16,7 +16,60 @@ int LayerCounts::total() const {
   return sum;
 }
 
+std::string_view to_string(LayerClass layer_class) {
+  static constexpr std::array<std::string_view, kLayerClassCount> names = {
+      "conv_stem",
+      "conv1x1_s1_small",
+      "conv1x1_s1_medium",
+      "conv1x1_s1_large",
+      "conv1x1_s2_small",
+      "conv1x1_s2_medium",
+      "conv1x1_s2_large",
+      "conv3x3_s1_small",
+      "conv3x3_s1_medium",
+      "conv3x3_s1_large",
+      "conv3x3_s2_small",
+      "conv3x3_s2_medium",
+      "conv3x3_s2_large",
+      "fc",
+      "pool",
+      "elementwise",
+  };
+  return names[static_cast<std::size_t>(layer_class)];
+}
+
+LayerClass layer_class_of(const Network& network, const Layer& layer) {
+  switch (layer.kind) {
+    case LayerKind::kFullyConnected:
+      return LayerClass::kFullyConnected;
+    case LayerKind::kMaxPool:
+    case LayerKind::kGlobalAvgPool:
+      return LayerClass::kPool;
+    case LayerKind::kBatchNorm:
+    case LayerKind::kRelu:
+    case LayerKind::kAdd:
+      return LayerClass::kElementwise;
+    case LayerKind::kConv:
+      break;
+  }
+  if (layer.inputs[0] == network.input) return LayerClass::kConvStem;
+  const Shape& out = network.tensors[static_cast<std::size_t>(layer.output)];
+  const std::int64_t pixels = static_cast<std::int64_t>(out.h) * out.w;
+  const int size = pixels <= 16 ? 0 : (pixels <= 256 ? 1 : 2);
+  const int first = layer.kernel == 1 ? (layer.stride == 1 ? 1 : 4) : (layer.stride == 1 ? 7 : 10);
+  return static_cast<LayerClass>(first + size);
+}
+
 namespace {
+
+// A layer's work as element counts for the network's own batch: MACs and activation elements
+// (its inputs and output) scale with the batch, weights do not.
+struct LayerWork {
+  std::int64_t macs = 0;
+  std::int64_t activation_elements = 0;
+  std::int64_t weight_elements = 0;
+  bool operator==(const LayerWork& other) const = default;
+};
 
 // Everything about a network that does not depend on the element size, as element counts for
 // the network's own batch.
@@ -27,7 +80,25 @@ struct Profile {
   std::int64_t peak_activation_elements = 0;
   LayerCounts layer_counts;
   int widest_channels = 0;
+  std::array<LayerWork, kLayerClassCount> classes{};  // summed per class
+  std::array<int, kLayerClassCount> class_counts{};
+  // Distinct layer works with how many layers have each (repeated blocks share them), for the
+  // per-layer roofline sums, which are not linear in the batch.
+  std::vector<std::pair<LayerWork, int>> distinct;
 };
+
+LayerWork work_of(const Network& network, const Layer& layer) {
+  LayerWork work;
+  work.macs = layer.macs;
+  work.weight_elements = layer.params;
+  work.activation_elements = network.tensors[static_cast<std::size_t>(layer.output)].elements();
+  for (int k = 0; k < layer.input_count(); ++k) {
+    work.activation_elements +=
+        network.tensors[static_cast<std::size_t>(layer.inputs[static_cast<std::size_t>(k)])]
+            .elements();
+  }
+  return work;
+}
 
 std::int64_t peak_live_elements(const Network& network) {
   const std::size_t tensor_count = network.tensors.size();
@@ -84,6 +155,19 @@ Profile profile_of(const Network& network) {
     if (layer.kind == LayerKind::kConv || layer.kind == LayerKind::kFullyConnected) {
       profile.activation_elements += out.elements();
     }
+    const LayerWork work = work_of(network, layer);
+    const auto c = static_cast<std::size_t>(layer_class_of(network, layer));
+    profile.classes[c].macs += work.macs;
+    profile.classes[c].activation_elements += work.activation_elements;
+    profile.classes[c].weight_elements += work.weight_elements;
+    ++profile.class_counts[c];
+    const auto same = std::find_if(profile.distinct.begin(), profile.distinct.end(),
+                                   [&](const auto& entry) { return entry.first == work; });
+    if (same == profile.distinct.end()) {
+      profile.distinct.emplace_back(work, 1);
+    } else {
+      ++same->second;
+    }
   }
   profile.peak_activation_elements = peak_live_elements(network);
   return profile;
@@ -105,6 +189,24 @@ Features scale(const Profile& profile, std::int64_t batch_scale, Precision preci
   features.layer_counts = profile.layer_counts;
   features.widest_channels = profile.widest_channels;
   features.kernel_launches = profile.layer_counts.total();
+  const auto batch = static_cast<double>(batch_scale);
+  const auto moved = [&](const LayerWork& work) {
+    return (static_cast<double>(work.activation_elements) * batch +
+            static_cast<double>(work.weight_elements)) *
+           static_cast<double>(bytes);
+  };
+  for (std::size_t c = 0; c < features.layer_classes.size(); ++c) {
+    features.layer_classes[c].macs = static_cast<double>(profile.classes[c].macs) * batch;
+    features.layer_classes[c].bytes = moved(profile.classes[c]);
+    features.layer_classes[c].count = profile.class_counts[c];
+  }
+  for (const auto& [work, layers] : profile.distinct) {
+    const double flops = 2.0 * static_cast<double>(work.macs) * batch;
+    const double layer_bytes = moved(work);
+    for (std::size_t b = 0; b < kRooflineBalances.size(); ++b) {
+      features.roofline_flops[b] += layers * std::max(flops, kRooflineBalances[b] * layer_bytes);
+    }
+  }
   return features;
 }
 

@@ -1,5 +1,5 @@
 // Datasets for the predictor: architecture features of stored measurements (schema
-// "carb-ir-1"), and any external CSV table.
+// kArchitectureSchema), and any external CSV table.
 #include <algorithm>
 #include <cmath>
 #include <fstream>
@@ -17,6 +17,13 @@ std::vector<TargetInfo> store_targets() {
           {"energy", "J", "energy_j"},
           {"latency", "ms", "latency_median_ms"}};
 }
+
+namespace {
+// Pooling and elementwise layers have no MACs; there is always one fc layer, and pooling's
+// count follows early downsampling.
+bool has_macs(LayerClass c) { return c != LayerClass::kPool && c != LayerClass::kElementwise; }
+bool has_count(LayerClass c) { return c != LayerClass::kFullyConnected && c != LayerClass::kPool; }
+}  // namespace
 
 const std::vector<std::string>& architecture_feature_names() {
   // Knobs, layer counts, then the analytic features; heavy-tailed ones in log1p (method.md §3).
@@ -44,7 +51,29 @@ const std::vector<std::string>& architecture_feature_names() {
       "log_arithmetic_intensity",
       "log_flops_per_image",
   };
-  return names;
+  static const std::vector<std::string> all = [] {
+    std::vector<std::string> out = names;
+    // Per layer class: MACs, bytes moved and layer count; then the per-layer roofline sums.
+    for (int c = 0; c < kLayerClassCount; ++c) {
+      const auto layer_class = static_cast<LayerClass>(c);
+      const std::string stem(to_string(layer_class));
+      if (has_macs(layer_class)) out.push_back("log_macs_" + stem);
+      out.push_back("log_bytes_" + stem);
+      if (has_count(layer_class)) out.push_back("layers_" + stem);
+    }
+    for (double balance : kRooflineBalances) {
+      out.push_back("log_roofline_b" + std::to_string(static_cast<int>(balance)));
+    }
+    return out;
+  }();
+  return all;
+}
+
+bool is_layer_feature(std::string_view name) {
+  for (std::string_view prefix : {"log_macs_", "log_bytes_", "layers_", "log_roofline_"}) {
+    if (name.substr(0, prefix.size()) == prefix) return true;
+  }
+  return false;
 }
 
 void architecture_features(const Config& config, const Features& features, float* out) {
@@ -72,6 +101,14 @@ void architecture_features(const Config& config, const Features& features, float
   out[i++] = log1(static_cast<double>(features.param_bytes + features.peak_activation_bytes));
   out[i++] = log1(features.arithmetic_intensity);
   out[i++] = log1(static_cast<double>(features.flops) / config.batch);
+  for (int c = 0; c < kLayerClassCount; ++c) {
+    const auto layer_class = static_cast<LayerClass>(c);
+    const LayerClassTotals& totals = features.layer_classes[static_cast<std::size_t>(c)];
+    if (has_macs(layer_class)) out[i++] = log1(totals.macs);
+    out[i++] = log1(totals.bytes);
+    if (has_count(layer_class)) out[i++] = static_cast<float>(totals.count);
+  }
+  for (double flops : features.roofline_flops) out[i++] = log1(flops);
   CARB_CHECK(i == architecture_feature_names().size(), "feature count matches the schema");
 }
 
@@ -150,7 +187,7 @@ Dataset dataset_from_measurements(const std::vector<MeasuredTargets>& measured,
                                   const std::string& device_name) {
   // Latest measurement per configuration (rows come ordered by key, then finish time).
   Dataset data;
-  data.schema = "carb-ir-1";
+  data.schema = std::string(kArchitectureSchema);
   data.feature_names = architecture_feature_names();
   data.targets = store_targets();
   data.device_fingerprint = device_fingerprint;

@@ -312,6 +312,108 @@ struct Ridge {
   }
 };
 
+// The additive layer-cost prior of a time-like target (latency, energy): a non-negative linear
+// model in the target's linear space over the per-layer-class totals, value ~ intercept +
+// sum_c (a_c MACs_c + b_c bytes_c + d_c layers_c), fitted for least relative squared error
+// on the training rows. Its log1p prediction is an extra feature of the target's learners.
+struct Additive {
+  std::vector<std::size_t> columns;  // feature indices
+  std::vector<bool> logged;          // the column holds log1p of the total (else the total)
+  std::vector<double> coef;          // >= 0, per column
+  double intercept = 0;              // >= 0
+
+  bool empty() const { return columns.empty(); }
+
+  double linear(const float* row) const {
+    double value = intercept;
+    for (std::size_t k = 0; k < columns.size(); ++k) {
+      const double x = row[columns[k]];
+      value += coef[k] * (logged[k] ? std::expm1(x) : x);
+    }
+    return value;
+  }
+  double log_prediction(const float* row) const { return std::log1p(std::max(0.0, linear(row))); }
+
+  // The columns of the per-layer-class totals in a feature list (none for a table).
+  static Additive columns_of(const std::vector<std::string>& names) {
+    Additive additive;
+    for (std::size_t j = 0; j < names.size(); ++j) {
+      const std::string& name = names[j];
+      const bool log_total = name.rfind("log_macs_", 0) == 0 || name.rfind("log_bytes_", 0) == 0;
+      if (log_total || name.rfind("layers_", 0) == 0) {
+        additive.columns.push_back(j);
+        additive.logged.push_back(log_total);
+      }
+    }
+    return additive;
+  }
+
+  // Fits the coefficients on `rows` of `x` (`cols` wide) to linear targets `y` (> 0):
+  // min sum_i ((prediction_i - y_i) / y_i)^2 subject to coef >= 0, by projected coordinate
+  // descent on the normal equations of the column-scaled problem.
+  void fit(const float* x, std::size_t cols, const std::vector<std::size_t>& rows,
+           const std::vector<double>& y) {
+    const std::size_t k = columns.size() + 1;  // + the intercept
+    Eigen::MatrixXd a(static_cast<Eigen::Index>(rows.size()), static_cast<Eigen::Index>(k));
+    for (std::size_t r = 0; r < rows.size(); ++r) {
+      const float* row = x + rows[r] * cols;
+      const double weight = y[rows[r]] > 0 ? 1.0 / y[rows[r]] : 0.0;  // a zero adds nothing
+      for (std::size_t c = 0; c < columns.size(); ++c) {
+        const double value = row[columns[c]];
+        a(static_cast<Eigen::Index>(r), static_cast<Eigen::Index>(c)) =
+            (logged[c] ? std::expm1(value) : value) * weight;
+      }
+      a(static_cast<Eigen::Index>(r), static_cast<Eigen::Index>(k - 1)) = weight;
+    }
+    Eigen::VectorXd norm = a.colwise().norm().transpose();
+    for (Eigen::Index c = 0; c < norm.size(); ++c) {
+      if (norm(c) == 0) norm(c) = 1;  // a column that is zero on every row stays zero
+      a.col(c) /= norm(c);
+    }
+    Eigen::MatrixXd gram = a.transpose() * a;
+    gram.diagonal().array() += 1e-9;
+    const Eigen::VectorXd b = a.transpose() * Eigen::VectorXd::Ones(a.rows());
+    Eigen::VectorXd w = Eigen::VectorXd::Zero(static_cast<Eigen::Index>(k));
+    Eigen::VectorXd gradient = -b;  // gram * w - b
+    for (int sweep = 0; sweep < 5000; ++sweep) {
+      double change = 0;
+      for (Eigen::Index c = 0; c < w.size(); ++c) {
+        const double next = std::max(0.0, w(c) - gradient(c) / gram(c, c));
+        const double delta = next - w(c);
+        if (delta != 0) {
+          gradient += delta * gram.col(c);
+          w(c) = next;
+          change = std::max(change, std::abs(delta));
+        }
+      }
+      if (change < 1e-12) break;
+    }
+    coef.resize(columns.size());
+    for (std::size_t c = 0; c < columns.size(); ++c) {
+      coef[c] = w(static_cast<Eigen::Index>(c)) / norm(static_cast<Eigen::Index>(c));
+    }
+    intercept = w(static_cast<Eigen::Index>(k - 1)) / norm(static_cast<Eigen::Index>(k - 1));
+  }
+
+  json to_json(const std::vector<std::string>& names) const {
+    json terms = json::object();
+    for (std::size_t c = 0; c < columns.size(); ++c) terms[names[columns[c]]] = coef[c];
+    return {{"intercept", intercept}, {"coef", terms}};
+  }
+  static Additive from_json(const json& j, const std::vector<std::string>& names) {
+    Additive additive = columns_of(names);
+    j.at("intercept").get_to(additive.intercept);
+    const json& terms = j.at("coef");
+    if (terms.size() != additive.columns.size()) {
+      throw std::invalid_argument("additive prior: its terms differ from the features");
+    }
+    for (std::size_t c = 0; c < additive.columns.size(); ++c) {
+      additive.coef.push_back(terms.at(names[additive.columns[c]]).get<double>());
+    }
+    return additive;
+  }
+};
+
 // ---------------------------------------------------------------------------------------------
 // The split
 
@@ -371,8 +473,10 @@ struct TargetModel {
   bool available = false;
   std::string reason;
   std::vector<std::size_t> upstream;  // targets whose log1p predictions are extra features
+  std::vector<std::size_t> columns;   // the features its learners see, in order; empty: all
   PriorMode prior_mode = PriorMode::kNone;
   Ridge prior;  // when prior_mode is kBase
+  Additive additive;  // empty when the target has none; its prediction is the last extra column
   std::vector<Member> members;
   xgb::Booster corrector;  // empty when skipped
   double half_width = 0;   // conformal half-width, log1p space
@@ -403,6 +507,30 @@ Matrix augment(const float* x, std::size_t rows, std::size_t cols,
     }
   }
   return m;
+}
+
+// The matrix a target's learners see: the features, the log1p predictions of its upstream
+// targets (`logs`, by target) and its additive prior's log1p prediction.
+Matrix target_matrix(const TargetModel& model, const float* x, std::size_t rows, std::size_t cols,
+                     const std::vector<std::vector<double>>& logs) {
+  std::vector<const std::vector<double>*> extra;
+  for (std::size_t u : model.upstream) extra.push_back(&logs[u]);
+  std::vector<double> additive;
+  if (!model.additive.empty()) {
+    additive.resize(rows);
+    for (std::size_t i = 0; i < rows; ++i) {
+      additive[i] = model.additive.log_prediction(x + i * cols);
+    }
+    extra.push_back(&additive);
+  }
+  if (model.columns.empty()) return augment(x, rows, cols, extra);
+  std::vector<float> selected(rows * model.columns.size());
+  for (std::size_t i = 0; i < rows; ++i) {
+    for (std::size_t k = 0; k < model.columns.size(); ++k) {
+      selected[i * model.columns.size() + k] = x[i * cols + model.columns[k]];
+    }
+  }
+  return augment(selected.data(), rows, model.columns.size(), extra);
 }
 
 Matrix select(const Matrix& m, const std::vector<std::size_t>& rows) {
@@ -833,9 +961,7 @@ struct Predictor::Impl {
     for (std::size_t t = 0; t < models.size(); ++t) {
       const TargetModel& model = models[t];
       if (!model.available) continue;
-      std::vector<const std::vector<double>*> extra;
-      for (std::size_t u : model.upstream) extra.push_back(&logs[u]);
-      logs[t] = predict_one(model, augment(x, rows, feature_names.size(), extra));
+      logs[t] = predict_one(model, target_matrix(model, x, rows, feature_names.size(), logs));
     }
     return logs;
   }
@@ -917,9 +1043,7 @@ std::vector<std::vector<std::pair<std::string, std::vector<double>>>> Predictor:
   for (std::size_t t = 0; t < impl_->models.size(); ++t) {
     const TargetModel& model = impl_->models[t];
     if (!model.available) continue;
-    std::vector<const std::vector<double>*> extra;
-    for (std::size_t u : model.upstream) extra.push_back(&logs[u]);
-    const Matrix m = augment(x, rows, impl_->feature_names.size(), extra);
+    const Matrix m = target_matrix(model, x, rows, impl_->feature_names.size(), logs);
     const auto members = member_predictions(model, m);
     for (std::size_t k = 0; k < members.size(); ++k) {
       out[t].emplace_back(std::string(to_string(model.members[k].kind)), members[k]);
@@ -929,6 +1053,13 @@ std::vector<std::vector<std::pair<std::string, std::vector<double>>>> Predictor:
       for (std::size_t i = 0; i < rows; ++i) prior[i] = model.prior.predict(m.row(i));
       out[t].emplace_back("ridge-prior", std::move(prior));
     }
+    if (!model.additive.empty()) {
+      std::vector<double> additive(rows);
+      for (std::size_t i = 0; i < rows; ++i) {
+        additive[i] = model.additive.log_prediction(x + i * impl_->feature_names.size());
+      }
+      out[t].emplace_back("additive-prior", std::move(additive));
+    }
     if (!model.corrector.empty()) out[t].emplace_back("carb-no-corrector", blend(model, members));
     for (auto& [name, values] : out[t]) {
       for (double& value : values) value = std::max(0.0, std::expm1(value) / model.scale);
@@ -936,6 +1067,16 @@ std::vector<std::vector<std::pair<std::string, std::vector<double>>>> Predictor:
   }
   return out;
 }
+
+namespace {
+// Whether target `t` of `data` gets an additive layer-cost prior: latency and energy of an
+// architecture dataset (sums over layers; memory is a peak, not a sum).
+bool time_like(const Dataset& data, std::size_t t) {
+  return data.schema == kArchitectureSchema &&
+         (data.targets[t].name == "latency" || data.targets[t].name == "energy") &&
+         !Additive::columns_of(data.feature_names).empty();
+}
+}  // namespace
 
 Predictor Predictor::fit(const Dataset& data, const FitOptions& options, FitReport* report_out) {
   const auto started = std::chrono::steady_clock::now();
@@ -1027,11 +1168,25 @@ Predictor Predictor::fit(const Dataset& data, const FitOptions& options, FitRepo
         if (impl->models[u].available) upstream.push_back(u);
       }
     }
-    std::vector<const std::vector<double>*> extra;
-    for (std::size_t u : upstream) extra.push_back(&upstream_logs[u]);
-    const Matrix m = augment(data.x.data(), data.rows(), data.cols(), extra);
+    TargetModel shape;
+    shape.upstream = upstream;
+    if (data.schema == kArchitectureSchema && !time_like(data, t)) {
+      // Memory is a peak, not a sum over layers: it keeps the whole-network features.
+      for (std::size_t j = 0; j < data.cols(); ++j) {
+        if (!is_layer_feature(data.feature_names[j])) shape.columns.push_back(j);
+      }
+    }
+    if (time_like(data, t)) {
+      shape.additive = Additive::columns_of(data.feature_names);
+      std::vector<double> linear;
+      for (double value : data.y[t]) linear.push_back(scales[t] * value);
+      shape.additive.fit(data.x.data(), data.cols(), rows_with(roles, Role::kTrain, y[t]), linear);
+    }
+    const Matrix m = target_matrix(shape, data.x.data(), data.rows(), data.cols(), upstream_logs);
     TargetFit fit = fit_target(data.targets[t], m, y[t], roles, data, options, options.corrector);
     fit.model.upstream = upstream;
+    fit.model.additive = std::move(shape.additive);
+    fit.model.columns = std::move(shape.columns);
     fit.model.scale = scales[t];
     report.notes.insert(report.notes.end(), fit.notes.begin(), fit.notes.end());
 
@@ -1220,6 +1375,13 @@ std::string Predictor::to_json_text() const {
     target["scale"] = model.scale;
     target["prior_mode"] = to_string(model.prior_mode);
     target["prior"] = model.prior_mode == PriorMode::kBase ? model.prior.to_json() : json(nullptr);
+    target["additive_prior"] =
+        model.additive.empty() ? json(nullptr) : model.additive.to_json(self.feature_names);
+    if (!model.columns.empty()) {
+      json columns = json::array();
+      for (std::size_t j : model.columns) columns.push_back(self.feature_names[j]);
+      target["features"] = std::move(columns);
+    }
     json members = json::array();
     for (const Member& member : model.members) {
       json entry = {{"kind", to_string(member.kind)}, {"weight", member.weight}};
@@ -1332,10 +1494,16 @@ Predictor Predictor::from_json_text(std::string_view text, const std::string& or
     auto impl = std::make_unique<Impl>();
     impl->schema = file.at("feature_schema").at("name").get<std::string>();
     file.at("feature_schema").at("features").get_to(impl->feature_names);
-    if (impl->schema == "carb-ir-1" && impl->feature_names != architecture_feature_names()) {
-      throw Error(
-          ErrorCategory::kInput,
-          origin + ": its carb-ir-1 feature list differs from this carb's; refit the model");
+    if (impl->schema != kArchitectureSchema && impl->schema.rfind("carb-ir-", 0) == 0) {
+      throw Error(ErrorCategory::kInput,
+                  origin + ": fitted on feature schema " + impl->schema + ", this carb's is " +
+                      std::string(kArchitectureSchema) + "; refit the model");
+    }
+    if (impl->schema == kArchitectureSchema &&
+        impl->feature_names != architecture_feature_names()) {
+      throw Error(ErrorCategory::kInput, origin + ": its " + std::string(kArchitectureSchema) +
+                                             " feature list differs from this carb's; refit the "
+                                             "model");
     }
     if (const auto domain = file.find("training_domain"); domain != file.end()) {
       const auto low = domain->at("min").get<std::vector<float>>();
@@ -1346,7 +1514,7 @@ Predictor Predictor::from_json_text(std::string_view text, const std::string& or
       }
       for (std::size_t f = 0; f < low.size(); ++f) impl->domain.push_back({low[f], high[f]});
     }
-    if (impl->schema != "carb-ir-1" && impl->schema != "table") {
+    if (impl->schema != kArchitectureSchema && impl->schema != "table") {
       throw Error(ErrorCategory::kInput,
                   origin + ": unknown feature schema '" + impl->schema + "'");
     }
@@ -1382,7 +1550,22 @@ Predictor Predictor::from_json_text(std::string_view text, const std::string& or
         }
         model.upstream.push_back(static_cast<std::size_t>(found - impl->models.begin()));
       }
-      const std::size_t cols = width + model.upstream.size();
+      if (const auto additive = target.find("additive_prior");
+          additive != target.end() && !additive->is_null()) {
+        model.additive = Additive::from_json(*additive, impl->feature_names);
+      }
+      if (const auto columns = target.find("features"); columns != target.end()) {
+        for (const json& name : *columns) {
+          const auto found = std::find(impl->feature_names.begin(), impl->feature_names.end(),
+                                       name.get<std::string>());
+          if (found == impl->feature_names.end()) {
+            throw std::invalid_argument("target feature " + name.dump() + " is not a feature");
+          }
+          model.columns.push_back(static_cast<std::size_t>(found - impl->feature_names.begin()));
+        }
+      }
+      const std::size_t cols = (model.columns.empty() ? width : model.columns.size()) +
+                               model.upstream.size() + (model.additive.empty() ? 0 : 1);
       model.scale = target.at("scale").get<double>();
       if (!(model.scale > 0)) throw std::invalid_argument("scale must be positive");
       model.prior_mode =

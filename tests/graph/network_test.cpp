@@ -90,6 +90,72 @@ TEST(Features, TinyNetworkByHand) {
                        static_cast<double>(features.param_bytes + features.activation_bytes));
 }
 
+TEST(Features, LayerClassTotalsOfATinyNetworkByHand) {
+  // The network of TinyNetworkByHand at batch 2: stem 3 -> 8 (3x3, 8x8), one basic block of two
+  // 3x3 convs 8 -> 8 on 8x8 (64 pixels: medium), 3 batch-norms, 3 ReLUs, 1 add, avgpool, fc 8
+  // -> 10.
+  const Features features = compute_features(network_of("basic4s1_c8_w1_nods_r8_b2_fp32_k10"));
+  const auto totals = [&](LayerClass c) { return features.layer_classes[static_cast<int>(c)]; };
+  // Bytes: (batch x (input + output elements) + weights) x 4.
+  EXPECT_EQ(totals(LayerClass::kConvStem).macs, 2 * 64 * 8 * 3 * 9);
+  EXPECT_EQ(totals(LayerClass::kConvStem).bytes, (2 * (192 + 512) + 216) * 4);
+  EXPECT_EQ(totals(LayerClass::kConvStem).count, 1);
+  EXPECT_EQ(totals(LayerClass::kConv3x3S1Medium).macs, 2 * 2 * 64 * 8 * 8 * 9);
+  EXPECT_EQ(totals(LayerClass::kConv3x3S1Medium).bytes, 2 * (2 * (512 + 512) + 576) * 4);
+  EXPECT_EQ(totals(LayerClass::kConv3x3S1Medium).count, 2);
+  // batch-norm: 512 in, 512 out, 16 parameters; ReLU 512 in and out; add 2 x 512 in, 512 out.
+  EXPECT_EQ(totals(LayerClass::kElementwise).macs, 0);
+  EXPECT_EQ(totals(LayerClass::kElementwise).bytes,
+            (3 * (2 * 1024 + 16) + 3 * 2 * 1024 + 2 * 1536) * 4);
+  EXPECT_EQ(totals(LayerClass::kElementwise).count, 7);
+  EXPECT_EQ(totals(LayerClass::kPool).bytes, 2 * (512 + 8) * 4);
+  EXPECT_EQ(totals(LayerClass::kFullyConnected).macs, 2 * 80);
+  EXPECT_EQ(totals(LayerClass::kFullyConnected).bytes, (2 * (8 + 10) + 90) * 4);
+  for (LayerClass c : {LayerClass::kConv1x1S1Small, LayerClass::kConv3x3S1Small,
+                       LayerClass::kConv3x3S2Medium, LayerClass::kConv1x1S2Large}) {
+    EXPECT_EQ(totals(c).count, 0) << to_string(c);
+    EXPECT_EQ(totals(c).bytes, 0) << to_string(c);
+  }
+  double macs = 0;
+  for (const LayerClassTotals& t : features.layer_classes) macs += t.macs;
+  EXPECT_EQ(macs, features.macs);
+
+  // Per layer max(FLOPs, balance x bytes): at balance 4 the convs are compute-bound, the rest
+  // memory-bound; at 16 and 64 everything is memory-bound.
+  const double stem_flops = 2.0 * 2 * 64 * 8 * 3 * 9, conv_flops = 2.0 * 2 * 64 * 8 * 8 * 9;
+  const double stem_bytes = (2 * 704 + 216) * 4, conv_bytes = (2 * 1024 + 576) * 4;
+  const double rest_bytes = totals(LayerClass::kElementwise).bytes +
+                            totals(LayerClass::kPool).bytes +
+                            totals(LayerClass::kFullyConnected).bytes;
+  ASSERT_EQ(kRooflineBalances, (std::array<double, 3>{4, 16, 64}));
+  EXPECT_GT(stem_flops, 4 * stem_bytes);
+  EXPECT_GT(conv_flops, 4 * conv_bytes);
+  EXPECT_LT(conv_flops, 16 * conv_bytes);
+  EXPECT_DOUBLE_EQ(features.roofline_flops[0], stem_flops + 2 * conv_flops + 4 * rest_bytes);
+  EXPECT_DOUBLE_EQ(features.roofline_flops[1], 16 * (stem_bytes + 2 * conv_bytes + rest_bytes));
+  EXPECT_DOUBLE_EQ(features.roofline_flops[2], 64 * (stem_bytes + 2 * conv_bytes + rest_bytes));
+}
+
+TEST(Features, LayerClassesFollowKernelStrideAndSize) {
+  // Two stages of one basic block; the second starts 8 -> 16 with stride 2 on 4x4 (16 pixels,
+  // small): its conv1 (3x3/2), its conv2 (3x3/1) and its projection shortcut (1x1/2).
+  const Network network = network_of("basic6s1.1_c8.16_w1_nods_r8_b1_fp32_k10");
+  std::vector<std::string> classes;
+  for (const Layer& layer : network.layers) {
+    if (layer.kind == LayerKind::kConv) {
+      classes.emplace_back(to_string(layer_class_of(network, layer)));
+    }
+  }
+  EXPECT_EQ(classes,
+            (std::vector<std::string>{"conv_stem", "conv3x3_s1_medium", "conv3x3_s1_medium",
+                                      "conv3x3_s2_small", "conv3x3_s1_small", "conv1x1_s2_small"}));
+  EXPECT_EQ(to_string(layer_class_of(network, network.layers.back())), "fc");
+  // A bottleneck on 32x32 (1,024 pixels): 1x1 convs of the first stage are large.
+  const Network large = network_of("bottleneck14_w0.25_nods_r32_b1_fp32");
+  EXPECT_EQ(layer_class_of(large, large.layers[3]), LayerClass::kConv1x1S1Large);
+  EXPECT_EQ(std::string(large.layers[3].role), "conv1");
+}
+
 TEST(Features, ScaleWithBatchAndPrecision) {
   const Features one = compute_features(network_of("bottleneck50_w0.5_ds_r64_b1_fp32"));
   const Features many = compute_features(network_of("bottleneck50_w0.5_ds_r64_b16_fp16"));

@@ -18,6 +18,16 @@ void expect_same(const Features& cached, const Features& direct, const std::stri
   EXPECT_EQ(cached.layer_counts.by_kind, direct.layer_counts.by_kind) << key;
   EXPECT_EQ(cached.widest_channels, direct.widest_channels) << key;
   EXPECT_EQ(cached.kernel_launches, direct.kernel_launches) << key;
+  for (int c = 0; c < kLayerClassCount; ++c) {
+    const auto& a = cached.layer_classes[static_cast<std::size_t>(c)];
+    const auto& b = direct.layer_classes[static_cast<std::size_t>(c)];
+    EXPECT_EQ(a.macs, b.macs) << key << " " << to_string(static_cast<LayerClass>(c));
+    EXPECT_DOUBLE_EQ(a.bytes, b.bytes) << key << " " << to_string(static_cast<LayerClass>(c));
+    EXPECT_EQ(a.count, b.count) << key << " " << to_string(static_cast<LayerClass>(c));
+  }
+  for (std::size_t b = 0; b < kRooflineBalances.size(); ++b) {
+    EXPECT_DOUBLE_EQ(cached.roofline_flops[b], direct.roofline_flops[b]) << key;
+  }
 }
 
 TEST(SpaceFeatures, CachedFeaturesEqualDirectOnes) {

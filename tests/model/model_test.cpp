@@ -9,10 +9,12 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <set>
 #include <sstream>
 
 #include "carb/error.hpp"
 #include "carb/model.hpp"
+#include "carb/store.hpp"
 
 namespace carb {
 namespace {
@@ -394,6 +396,134 @@ TEST(Fit, LeaveLowBatchOutTestsOnlyLowBatches) {
   std::size_t low = 0;
   for (int batch : data.batch) low += batch <= 8 ? 1 : 0;
   EXPECT_EQ(report.test_rows, low);
+}
+
+// The value of the architecture feature `name` in `row`.
+float feature_of(const std::vector<float>& row, const std::string& name) {
+  const auto& names = architecture_feature_names();
+  const auto found = std::find(names.begin(), names.end(), name);
+  EXPECT_NE(found, names.end()) << name;
+  return found == names.end() ? std::nanf("")
+                              : row[static_cast<std::size_t>(found - names.begin())];
+}
+
+TEST(ArchitectureFeatures, LayerClassTotalsOfATinyNetworkByHand) {
+  // Stem 3 -> 8 (3x3 on 8x8), one basic block of two 3x3 convs 8 -> 8 on 8x8 (64 pixels:
+  // medium), 3 batch-norms, 3 ReLUs, 1 add, avgpool, fc 8 -> 10; batch 2, fp32.
+  const Config config = parse_key("basic4s1_c8_w1_nods_r8_b2_fp32_k10");
+  const FeatureRows rows = feature_rows(std::vector<Config>{config});
+  const std::vector<float>& row = rows.x;
+  ASSERT_EQ(row.size(), architecture_feature_names().size());
+  // 22 whole-network features, then 44 per-class totals and 3 roofline sums.
+  EXPECT_EQ(row.size(), 69u);
+  EXPECT_EQ(std::count_if(architecture_feature_names().begin(), architecture_feature_names().end(),
+                          [](const std::string& name) { return is_layer_feature(name); }),
+            47);
+  const auto log1 = [](double value) { return static_cast<float>(std::log1p(value)); };
+  EXPECT_FLOAT_EQ(feature_of(row, "log_macs_conv_stem"), log1(2 * 64 * 8 * 3 * 9));
+  // Bytes moved by the stem: batch x (input 192 + output 512) + 216 weights, 4 bytes each.
+  EXPECT_FLOAT_EQ(feature_of(row, "log_bytes_conv_stem"), log1((2 * 704 + 216) * 4));
+  EXPECT_FLOAT_EQ(feature_of(row, "layers_conv_stem"), 1);
+  EXPECT_FLOAT_EQ(feature_of(row, "log_macs_conv3x3_s1_medium"), log1(2 * 2 * 64 * 8 * 8 * 9));
+  EXPECT_FLOAT_EQ(feature_of(row, "layers_conv3x3_s1_medium"), 2);
+  EXPECT_FLOAT_EQ(feature_of(row, "log_macs_conv1x1_s2_small"), 0);
+  EXPECT_FLOAT_EQ(feature_of(row, "layers_conv3x3_s2_large"), 0);
+  // 3 batch-norms (1,024 in and out, 16 parameters), 3 ReLUs (1,024 in and out), 1 add (2 x 1,024
+  // in, 1,024 out), elements of the whole batch.
+  const double elementwise = (3 * (2048 + 16) + 3 * 2048 + 3072) * 4;
+  EXPECT_FLOAT_EQ(feature_of(row, "log_bytes_elementwise"), log1(elementwise));
+  EXPECT_FLOAT_EQ(feature_of(row, "layers_elementwise"), 7);
+  EXPECT_FLOAT_EQ(feature_of(row, "log_macs_fc"), log1(2 * 8 * 10));
+  // At a balance of 16 FLOP/B every layer is memory-bound: 16 x all bytes moved.
+  const double bytes = (2 * 704 + 216) * 4 + 2 * (2 * 1024 + 576) * 4 + elementwise +
+                       2 * (512 + 8) * 4 + (2 * (8 + 10) + 90) * 4;
+  EXPECT_FLOAT_EQ(feature_of(row, "log_roofline_b16"), log1(16 * bytes));
+  EXPECT_FLOAT_EQ(feature_of(row, "log_roofline_b64"), log1(64 * bytes));
+}
+
+// A store dataset whose latency is an additive function of the per-layer-class totals and whose
+// memory is parameters plus peak activations.
+Dataset additive_store_data() {
+  std::mt19937_64 random(3);
+  const std::vector<std::string> blocks = {"basic10", "basic18", "basic26", "bottleneck14",
+                                           "bottleneck26"};
+  const std::vector<std::string> widths = {"0.25", "0.5", "0.75", "1"};
+  std::vector<MeasuredTargets> measured;
+  std::set<std::string> seen;
+  while (measured.size() < 400) {
+    const std::string key = blocks[random() % blocks.size()] + "_w" +
+                            widths[random() % widths.size()] + (random() % 2 ? "_ds" : "_nods") +
+                            "_r" + std::to_string(32 + 16 * static_cast<int>(random() % 3)) + "_b" +
+                            std::to_string(1 << (random() % 5)) + "_fp32";
+    if (!seen.insert(key).second) continue;
+    const Features f = compute_features(build_network(parse_key(key)));
+    const auto totals = [&](LayerClass c) { return f.layer_classes[static_cast<int>(c)]; };
+    double latency = 0.05 + 2e-10 * totals(LayerClass::kElementwise).bytes +
+                     0.004 * totals(LayerClass::kElementwise).count;
+    for (LayerClass c : {LayerClass::kConv3x3S1Small, LayerClass::kConv3x3S1Medium,
+                         LayerClass::kConv3x3S1Large, LayerClass::kConv3x3S2Medium}) {
+      latency += 1e-9 * totals(c).macs;
+    }
+    for (LayerClass c : {LayerClass::kConv1x1S1Medium, LayerClass::kConv1x1S1Large}) {
+      latency += 3e-9 * totals(c).macs;
+    }
+    MeasuredTargets row;
+    row.configuration_key = key;
+    row.latency_ms = latency;
+    row.engine_peak_bytes = f.param_bytes + f.peak_activation_bytes;
+    measured.push_back(row);
+  }
+  std::sort(measured.begin(), measured.end(),
+            [](const auto& a, const auto& b) { return a.configuration_key < b.configuration_key; });
+  return dataset_from_measurements(measured, "fp", "device");
+}
+
+TEST(Fit, TheAdditivePriorRecoversAnAdditiveLatency) {
+  const Dataset data = additive_store_data();
+  EXPECT_EQ(data.schema, "carb-ir-2");
+  FitReport report;
+  const Predictor predictor = Predictor::fit(data, quick_options(), &report);
+  // Latency is exactly additive in the totals: the additive prior alone is nearly exact, far
+  // better than FLOPs alone; the ridge, which sees its prediction, is as good.
+  const Metrics& additive = scores_of(report.scores, "additive-prior", "latency");
+  EXPECT_LT(additive.mape, 0.5);
+  EXPECT_GT(scores_of(report.scores, "flops-loglinear", "latency").mape, 10 * additive.mape);
+  EXPECT_LT(scores_of(report.scores, "ridge-prior", "latency").mape, 0.5);
+
+  const auto file = nlohmann::json::parse(predictor.to_json_text());
+  const auto& memory = file.at("targets").at(0);
+  const auto& latency = file.at("targets").at(2);
+  // Memory keeps the whole-network features and has no additive prior.
+  EXPECT_TRUE(memory.at("additive_prior").is_null());
+  EXPECT_EQ(memory.at("features").size(), 22u);
+  EXPECT_FALSE(latency.contains("features"));
+  const auto& coef = latency.at("additive_prior").at("coef");
+  EXPECT_EQ(coef.size(), 44u);  // the per-class totals: MACs, bytes, layer counts
+  for (const auto& [name, value] : coef.items()) EXPECT_GE(value.get<double>(), 0) << name;
+  EXPECT_NEAR(coef.at("log_macs_conv1x1_s1_large").get<double>() /
+                  coef.at("log_macs_conv3x3_s1_large").get<double>(),
+              3.0, 0.3);
+
+  // The file round-trips, and a model of the older schema must be refitted.
+  const std::string text = predictor.to_json_text();
+  const Predictor loaded = Predictor::from_json_text(text, "m.json");
+  const auto before = predictor.predict(data.x.data(), data.rows(), data.batch.data());
+  const auto after = loaded.predict(data.x.data(), data.rows(), data.batch.data());
+  for (std::size_t i = 0; i < data.rows(); ++i) {
+    ASSERT_EQ(before[0][i].value, after[0][i].value);
+    ASSERT_EQ(before[2][i].value, after[2][i].value);
+  }
+  std::string old = text;
+  old.replace(old.find("\"carb-ir-2\""), 11, "\"carb-ir-1\"");
+  try {
+    Predictor::from_json_text(old, "m.json");
+    ADD_FAILURE() << "a carb-ir-1 model loaded";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("m.json: fitted on feature schema carb-ir-1, this "
+                                         "carb's is carb-ir-2; refit the model"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 }  // namespace
