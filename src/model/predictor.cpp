@@ -410,6 +410,12 @@ struct Additive {
     for (std::size_t c = 0; c < additive.columns.size(); ++c) {
       additive.coef.push_back(terms.at(names[additive.columns[c]]).get<double>());
     }
+    // The fit keeps every coefficient finite and >= 0; anything else is not a fitted prior.
+    const auto fitted = [](double value) { return std::isfinite(value) && value >= 0; };
+    if (!fitted(additive.intercept) ||
+        !std::all_of(additive.coef.begin(), additive.coef.end(), fitted)) {
+      throw std::invalid_argument("additive prior: a coefficient is negative or not finite");
+    }
     return additive;
   }
 };
@@ -475,7 +481,7 @@ struct TargetModel {
   std::vector<std::size_t> upstream;  // targets whose log1p predictions are extra features
   std::vector<std::size_t> columns;   // the features its learners see, in order; empty: all
   PriorMode prior_mode = PriorMode::kNone;
-  Ridge prior;  // when prior_mode is kBase
+  Ridge prior;        // when prior_mode is kBase
   Additive additive;  // empty when the target has none; its prediction is the last extra column
   std::vector<Member> members;
   xgb::Booster corrector;  // empty when skipped
