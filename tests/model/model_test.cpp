@@ -253,19 +253,23 @@ TEST_F(Fitted, RecordsItsTrainingDomainAndSaysWhatLiesOutside) {
   EXPECT_THROW(Predictor::from_json_text(file.dump(), "bad.json"), Error);
 }
 
+// The error loading `text` as the model file m.json gives (it must be an input error, exit 2),
+// or "loaded" when it loads.
+std::string model_load_error(const std::string& text) {
+  try {
+    Predictor::from_json_text(text, "m.json");
+  } catch (const Error& e) {
+    EXPECT_EQ(e.exit_code(), 2);
+    return e.what();
+  }
+  return "loaded";
+}
+
 TEST_F(Fitted, BrokenModelFilesAreInputErrors) {
   const std::string text = predictor->to_json_text();
-  const auto message = [](std::string_view broken) {
-    try {
-      Predictor::from_json_text(broken, "m.json");
-    } catch (const Error& e) {
-      EXPECT_EQ(e.exit_code(), 2);
-      return std::string(e.what());
-    }
-    return std::string("no error");
-  };
+  const auto message = model_load_error;
   // A broken file whose error names what is corrupt.
-  const auto expect_corrupt = [&](std::string_view broken, const std::string& why) {
+  const auto expect_corrupt = [&](const std::string& broken, const std::string& why) {
     EXPECT_NE(message(broken).find("m.json: corrupt carb model file: " + why), std::string::npos)
         << message(broken);
   };
@@ -476,18 +480,6 @@ Dataset additive_store_data() {
   std::sort(measured.begin(), measured.end(),
             [](const auto& a, const auto& b) { return a.configuration_key < b.configuration_key; });
   return dataset_from_measurements(measured, "fp", "device");
-}
-
-// The error loading `text` as the model file m.json gives (it must be an input error, exit 2),
-// or "loaded" when it loads.
-std::string model_load_error(const std::string& text) {
-  try {
-    Predictor::from_json_text(text, "m.json");
-  } catch (const Error& e) {
-    EXPECT_EQ(e.exit_code(), 2);
-    return e.what();
-  }
-  return "loaded";
 }
 
 TEST(Fit, TheAdditivePriorRecoversAnAdditiveLatency) {
