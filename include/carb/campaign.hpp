@@ -48,7 +48,20 @@ struct CampaignOptions {
   Shard shard;
   WorkerCommand worker;
   double idle_window_s = 2.0;  ///< idle-power baseline window at the start, when a sensor exists
+  /// The drift probe: measured briefly (drift_probe_protocol) before the first configuration,
+  /// then before the next one whenever drift_every_s have passed since the last probe, and
+  /// after the last one, into the database's drift_probes (docs/measurement.md, "Drift probes").
+  /// None: no probes.
+  std::optional<Config> drift_probe;
+  double drift_every_s = 30.0;
 };
+
+/// The default drift probe: a small network (about 1 ms on a 2-core CPU at batch 1).
+inline constexpr std::string_view kDefaultDriftProbe = "basic18_w0.5_ds_r64_b1_fp32";
+
+/// A drift probe's protocol: the campaign's, with a short warm-up (0.05 s), 0.15-0.5 s of timed
+/// passes, no energy window and no cooldown, so a probe costs about a fifth of a second.
+Protocol drift_probe_protocol(const Protocol& campaign);
 
 /// Where a running campaign is, for progress lines.
 struct CampaignProgress {
@@ -81,6 +94,10 @@ struct CampaignSummary {
   int mpi_ranks = 1;            ///< ranks in the MPI job
   std::int64_t ranks_lost = 0;  ///< measuring ranks that died or never started
   std::int64_t reissued = 0;    ///< configurations handed out again after their rank was lost
+  std::int64_t probes = 0;      ///< drift probes measured, whatever their status
+  std::vector<double> probe_ms;  ///< the ok, uncontended probes' median latencies, in order
+  double probe_s = 0;            ///< wall time the probes took, workers included
+  std::string probe_failure;     ///< the first failed probe's status and detail
 };
 
 /// Measures `configs` (in order) on one device into the database at options.db_path: skips keys

@@ -144,6 +144,7 @@ struct ResumePolicy {
 struct MeasuredTargets {
   std::string configuration_key;
   std::string device_fingerprint;
+  std::string started_at;   ///< ISO 8601 UTC, as stored
   std::string finished_at;  ///< ISO 8601 UTC, as stored
   /// Median latency of one inference (whole batch), ms: the device clock's where the device has
   /// one (CUDA events), else the host wall clock's.
@@ -179,6 +180,7 @@ struct MergeReport {
   /// failure, or a conflict the target's version wins.
   std::int64_t kept = 0;
   std::vector<MergeConflict> conflicts;  ///< final in both, different; counted in replaced/kept
+  std::int64_t probes_added = 0;  ///< drift probes the target did not have
 };
 
 /// One measurement's outcome, whatever its status: what a campaign overview counts.
@@ -191,6 +193,46 @@ struct MeasurementOutcome {
   std::string finished_at;  ///< ISO 8601 UTC, as stored
 };
 
+/// One drift probe: the campaign's fixed probe configuration measured briefly between its
+/// configurations, so that the device's speed over time is known (docs/measurement.md, "Drift
+/// probes"). Probes have no measurement key: each is a point in time, never resumed.
+struct DriftProbeRecord {
+  std::int64_t campaign_id = 0;
+  std::string device_fingerprint;  ///< of a device recorded with Store::ensure_device
+  std::string configuration_key;   ///< the probe configuration, canonical
+  std::string software_versions;
+  std::string protocol_json = "{}";  ///< the probe's own (short) protocol
+  Timestamp measured_at;             ///< the middle of the probe's measurement
+  MeasurementStatus status = MeasurementStatus::kError;
+  std::string detail;
+  std::string clock;                    ///< "device" or "wall": which clock `latency` is of
+  std::optional<LatencyStats> latency;  ///< required when status is ok
+  bool contended = false;               ///< other work took >= kContendedShare while it ran
+};
+
+/// A device's speed over time as its drift probes measured it: the probe's latency, relative to
+/// a reference latency, at any moment between probes.
+struct DriftCurve {
+  std::string probe_key;    ///< the probe configuration the curve follows
+  double reference_ms = 0;  ///< the probe latency that factor 1 stands for
+  /// (time, probe latency in ms) in time order: each ok, uncontended probe's median, replaced by
+  /// the median of it and its neighbours on either side, so one outlying probe moves nothing.
+  std::vector<std::pair<Timestamp, double>> points;
+  /// Furthest a moment may lie from a probe on each side (or from the nearest one, before the
+  /// first and after the last probe by half of it) and still get a factor.
+  double max_gap_s = 300;
+
+  bool empty() const { return points.empty(); }
+  /// The probe's latency at `time` over reference_ms, interpolated linearly in time between the
+  /// probes around it; nullopt where the probes lie too far (max_gap_s) or there are none.
+  std::optional<double> factor_at(Timestamp time) const;
+};
+
+/// The drift curve of `probes` (one device's): their most frequent probe configuration's ok,
+/// uncontended probes. reference_ms: the given one (a model's), else the median of those probes.
+DriftCurve drift_curve(const std::vector<DriftProbeRecord>& probes,
+                       std::optional<double> reference_ms = std::nullopt);
+
 /// Formats of Store::export_measurements.
 enum class ExportFormat { kCsv, kJsonLines };
 
@@ -199,7 +241,7 @@ enum class ExportFormat { kCsv, kJsonLines };
 class Store {
  public:
   /// Schema version this build reads and writes (PRAGMA user_version).
-  static constexpr int kSchemaVersion = 4;
+  static constexpr int kSchemaVersion = 5;
   /// PRAGMA application_id of carb databases: "CARB" in ASCII.
   static constexpr std::int32_t kApplicationId = 0x43415242;
 
@@ -232,6 +274,12 @@ class Store {
   /// Every measurement of any status, of one device or of all when `fingerprint` is empty,
   /// ordered by configuration key, then finish time.
   std::vector<MeasurementOutcome> outcomes(std::string_view fingerprint = {}) const;
+
+  /// Writes one drift probe in its own transaction. Throws carb::Error (input) for a probe of an
+  /// unrecorded device or campaign, an ok probe without a latency, or a non-finite value.
+  void write_probe(const DriftProbeRecord& probe);
+  /// Every drift probe of one device, or of all when `fingerprint` is empty, in time order.
+  std::vector<DriftProbeRecord> drift_probes(std::string_view fingerprint = {}) const;
 
   /// Writes one measurement, its configuration and its raw samples in one transaction, and
   /// drops any claim on its key. Idempotent by key: a final row is never replaced; a failed

@@ -179,6 +179,37 @@ void count_outcome(const Measurement& measurement, CampaignSummary* summary,
   if (measurement.detail.find("contended: ") != std::string::npos) ++summary->contended;
 }
 
+void probe_drift(WorkerProcess& worker, const Config& probe, const Protocol& campaign_protocol,
+                 const std::string& software, Store& store, CampaignSummary* summary) {
+  const Protocol protocol = drift_probe_protocol(campaign_protocol);
+  const auto start = Clock::now();
+  const Timestamp started = std::chrono::system_clock::now();
+  const Measurement measurement = worker.measure(probe, protocol);
+  const Timestamp finished = std::chrono::system_clock::now();
+  DriftProbeRecord record;
+  record.campaign_id = summary->campaign_id;
+  record.device_fingerprint = summary->device_fingerprint;
+  record.configuration_key = to_key(probe);
+  record.software_versions = software;
+  record.protocol_json = protocol.key_json().dump();
+  record.measured_at = started + (finished - started) / 2;
+  record.status = measurement.status;
+  record.detail = measurement.detail;
+  record.contended = measurement.detail.find("contended: ") != std::string::npos;
+  const bool device = measurement.device_latency.has_value();
+  record.latency = device ? measurement.device_latency : measurement.wall_latency;
+  if (record.latency) record.clock = device ? "device" : "wall";
+  if (record.status != MeasurementStatus::kOk) record.latency.reset();
+  store.write_probe(record);
+  ++summary->probes;
+  if (record.status == MeasurementStatus::kOk && !record.contended) {
+    summary->probe_ms.push_back(record.latency->median_ms);
+  } else if (record.status != MeasurementStatus::kOk && summary->probe_failure.empty()) {
+    summary->probe_failure = std::string(to_string(record.status)) + ": " + record.detail;
+  }
+  summary->probe_s += seconds_since(start);
+}
+
 std::string software_of(const DeviceInfo& info) {
   return std::string("carb ") + kVersion + "; " + info.library;
 }
@@ -283,6 +314,18 @@ bool Shard::contains(const std::string& configuration_key) const {
   return static_cast<int>(hash % static_cast<std::uint64_t>(count)) == index;
 }
 
+Protocol drift_probe_protocol(const Protocol& campaign) {
+  Protocol probe = campaign;
+  probe.warmup_min_s = 0.05;
+  probe.warmup_min_runs = 3;
+  probe.min_samples = 10;
+  probe.min_time_s = 0.15;
+  probe.max_time_s = 0.5;
+  probe.energy_window_min_s = 0;
+  probe.cooldown_s = 0;
+  return probe;
+}
+
 double parse_duration_s(const std::string& text) {
   double total = 0;
   std::size_t position = 0;
@@ -368,6 +411,13 @@ CampaignSummary run_campaign(const std::vector<Config>& configs, const CampaignO
   state.total = static_cast<std::int64_t>(pending.size());
   const ClaimOwner owner = ClaimOwner::current();
   WorkerProcess worker(options.worker, info.id);
+  std::optional<Clock::time_point> last_probe;
+  bool measured_since_probe = false;
+  const auto probe = [&] {
+    probe_drift(worker, *options.drift_probe, options.protocol, software, store, &summary);
+    last_probe = Clock::now();
+    measured_since_probe = false;
+  };
   for (const std::string& key : pending) {
     if (options.time_budget_s && seconds_since(start) >= *options.time_budget_s) {
       summary.not_started = state.total - state.finished;
@@ -378,6 +428,10 @@ CampaignSummary run_campaign(const std::vector<Config>& configs, const CampaignO
     if (!store.claim(key, owner, options.resume)) {
       ++summary.claimed_elsewhere;
     } else {
+      if (options.drift_probe &&
+          (!last_probe || seconds_since(*last_probe) >= options.drift_every_s)) {
+        probe();
+      }
       const Timestamp started = std::chrono::system_clock::now();
       const Measurement measurement = worker.measure(config, options.protocol);
       const Timestamp finished = std::chrono::system_clock::now();
@@ -385,11 +439,13 @@ CampaignSummary run_campaign(const std::vector<Config>& configs, const CampaignO
                                         summary.campaign_id, software, options.protocol, host_json,
                                         summary.idle_power_w, started, finished));
       count_outcome(measurement, &summary, &state);
+      measured_since_probe = true;
     }
     ++state.finished;
     state.elapsed_s = seconds_since(start);
     if (progress) progress(state);
   }
+  if (options.drift_probe && measured_since_probe) probe();
   summary.wall_s = seconds_since(start);
   return summary;
 }

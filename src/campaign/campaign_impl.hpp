@@ -31,6 +31,10 @@ std::vector<std::string> campaign_keys(const std::vector<Config>& configs, const
 /// Counts one measurement's outcome and times in the summary and the progress.
 void count_outcome(const Measurement& measurement, CampaignSummary* summary,
                    CampaignProgress* progress);
+/// Measures the drift probe once with drift_probe_protocol() and stores it; counts it in the
+/// summary (probes, probe_ms, probe_s, probe_failure).
+void probe_drift(WorkerProcess& worker, const Config& probe, const Protocol& campaign_protocol,
+                 const std::string& software, Store& store, CampaignSummary* summary);
 /// The row to store for one measurement.
 MeasurementRecord record_of(const Measurement& measurement, const Config& config,
                             const std::string& key, const std::string& fingerprint,

@@ -28,12 +28,14 @@ void run_merge(const MergeOptions& options) {
   Store target = Store::create_or_open(options.db);
   auto writer = make_row_writer(
       parse_format(options.format),
-      {"source", "measurements", "added", "identical", "replaced", "kept", "conflicts"}, std::cout);
+      {"source", "measurements", "added", "identical", "replaced", "kept", "conflicts", "probes"},
+      std::cout);
   std::int64_t conflicts = 0;
   for (const std::string& source : options.sources) {
     const MergeReport report = target.merge(source);
     writer->row({report.source, report.measurements, report.added, report.identical,
-                 report.replaced, report.kept, static_cast<std::int64_t>(report.conflicts.size())});
+                 report.replaced, report.kept, static_cast<std::int64_t>(report.conflicts.size()),
+                 report.probes_added});
     for (const MergeConflict& conflict : report.conflicts) {
       std::cerr << "conflict: " << conflict.configuration_key << " on "
                 << conflict.device_fingerprint << " (measurement " << conflict.measurement_key

@@ -1,7 +1,9 @@
 // carb devices | carb profile | carb export, and the hidden worker verb.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -71,6 +73,8 @@ struct ProfileOptions {
   Protocol protocol;
   int retry_limit = 3;
   double idle_window_s = 2.0;
+  std::string drift_probe = std::string(kDefaultDriftProbe);
+  std::string drift_every = "30s";
 };
 
 // A size such as "2GiB" or "512MB" (the units of a memory budget), in bytes.
@@ -143,6 +147,14 @@ void run_profile(const ProfileOptions& options) {
   campaign.db_path = campaign.shard.expand(options.db);
   campaign.worker = {"/proc/self/exe", {"__worker"}};
   campaign.idle_window_s = options.idle_window_s;
+  campaign.drift_every_s = parse_duration_s(options.drift_every);
+  if (options.drift_probe != "none" && campaign.drift_every_s > 0 && !options.mpi) {
+    try {
+      campaign.drift_probe = parse_key(options.drift_probe);
+    } catch (const Error& error) {
+      throw Error(ErrorCategory::kUsage, "--drift-probe: " + std::string(error.what()));
+    }
+  }
 
   const bool terminal = ::isatty(STDERR_FILENO) != 0;
   const auto show = [terminal](const CampaignProgress& progress) {
@@ -179,6 +191,23 @@ void run_profile(const ProfileOptions& options) {
     std::cout << "  mpi ranks:      " << summary.mpi_ranks - 1 << " measuring, "
               << summary.ranks_lost << " lost, " << summary.reissued
               << " configurations handed out again\n";
+  }
+  if (campaign.drift_probe) {
+    std::cout << "  drift probes:   " << summary.probes << " of " << to_key(*campaign.drift_probe)
+              << " (" << duration_text(summary.probe_s) << ")";
+    if (!summary.probe_ms.empty()) {
+      std::vector<double> sorted = summary.probe_ms;
+      std::sort(sorted.begin(), sorted.end());
+      const double median = sorted[sorted.size() / 2];
+      char text[160];
+      std::snprintf(text, sizeof text, ": median %.3f ms, %.2f-%.2fx of it", median,
+                    sorted.front() / median, sorted.back() / median);
+      std::cout << text;
+    }
+    if (!summary.probe_failure.empty()) std::cout << "; failed: " << summary.probe_failure;
+    std::cout << "\n";
+  } else if (options.mpi && options.drift_probe != "none") {
+    std::cout << "  drift probes:   none (not under --mpi yet)\n";
   }
   if (summary.contended > 0) {
     std::cout << "  contended:      " << summary.contended
@@ -240,6 +269,13 @@ void add_profile_verbs(CLI::App& app) {
   profile->add_flag("--mpi", options->mpi,
                     "under mpirun: rank 0 writes the database and hands out configurations, "
                     "the other ranks measure");
+  profile->add_option("--drift-probe", options->drift_probe,
+                      "configuration measured briefly every --drift-every to follow the "
+                      "device's speed over time, or none")
+      ->capture_default_str();
+  profile->add_option("--drift-every", options->drift_every,
+                      "time between drift probes (0: none)")
+      ->capture_default_str();
   profile->add_option("--retry-limit", options->retry_limit, "attempts per failing configuration");
   profile->add_option("--idle-window", options->idle_window_s,
                       "idle-power baseline window, seconds (with a sensor)");

@@ -195,6 +195,22 @@ MergeReport Store::merge(const std::string& source_path) {
                  "resolution, batch, precision, stage_blocks, stage_widths, classes FROM " +
                      source + "configurations WHERE true ON CONFLICT (key) DO NOTHING");
 
+  // Drift probes are points in time: each (device, probe, moment) is copied once.
+  store::execute(db,
+                 "INSERT INTO main.drift_probes (campaign_id, device_id, configuration_key, "
+                 "software_versions, protocol, measured_at, status, detail, clock, median_ms, "
+                 "ci_half_width_ms, sample_count, cv, converged, contended) SELECT cm.id, dm.id, "
+                 "p.configuration_key, p.software_versions, p.protocol, p.measured_at, p.status, "
+                 "p.detail, p.clock, p.median_ms, p.ci_half_width_ms, p.sample_count, p.cv, "
+                 "p.converged, p.contended FROM " +
+                     source + "drift_probes p JOIN " + source +
+                     "campaigns sc ON sc.id = p.campaign_id JOIN main.campaigns cm ON cm.name = "
+                     "sc.name AND cm.spec_hash = sc.spec_hash AND cm.protocol = sc.protocol JOIN " +
+                     source +
+                     "devices sd ON sd.id = p.device_id JOIN main.devices dm ON dm.fingerprint = "
+                     "sd.fingerprint WHERE true ON CONFLICT DO NOTHING");
+  report.probes_added = static_cast<std::int64_t>(sqlite3_changes64(db));
+
   // Keys both databases hold: compared whole, one version stays.
   std::vector<std::string> shared_keys;
   Statement shared(db, "SELECT s.measurement_key FROM " + source +

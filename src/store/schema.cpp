@@ -216,6 +216,38 @@ CREATE TABLE measurement_conflicts (
 ) STRICT;
 )sql";
 
+// Version 5: drift probes. A campaign measures one fixed configuration every so often while it
+// runs; how that probe's latency moves over time is the device's speed drifting, which the
+// predictor can divide out (docs/measurement.md, "Drift probes"). Probes are not measurements
+// of the campaign: they have no measurement key and are never resumed.
+constexpr std::string_view kVersion5 = R"sql(
+CREATE TABLE drift_probes (
+  id INTEGER PRIMARY KEY,
+  campaign_id INTEGER NOT NULL REFERENCES campaigns (id),
+  device_id INTEGER NOT NULL REFERENCES devices (id),
+  configuration_key TEXT NOT NULL CHECK (configuration_key <> ''),
+  software_versions TEXT NOT NULL,
+  protocol TEXT NOT NULL CHECK (json_valid(protocol)),
+  measured_at TEXT NOT NULL
+    CHECK (measured_at GLOB '[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]T*Z'),
+  status TEXT NOT NULL
+    CHECK (status IN ('ok', 'unsupported', 'oom', 'timeout', 'crashed', 'error')),
+  detail TEXT NOT NULL,
+  clock TEXT CHECK (clock IN ('device', 'wall')),
+  median_ms REAL CHECK (median_ms > 0),
+  ci_half_width_ms REAL CHECK (ci_half_width_ms >= 0),
+  sample_count INTEGER CHECK (sample_count >= 1),
+  cv REAL CHECK (cv >= 0),
+  converged INTEGER CHECK (converged IN (0, 1)),
+  contended INTEGER NOT NULL CHECK (contended IN (0, 1)),
+  CHECK ((clock IS NULL) + (median_ms IS NULL) + (ci_half_width_ms IS NULL) +
+         (sample_count IS NULL) + (cv IS NULL) + (converged IS NULL) IN (0, 6)),
+  CHECK (status <> 'ok' OR median_ms IS NOT NULL),
+  UNIQUE (device_id, configuration_key, measured_at)
+) STRICT;
+CREATE INDEX drift_probes_by_device ON drift_probes (device_id, measured_at);
+)sql";
+
 [[noreturn]] void throw_input(const std::string& message) {
   throw Error(ErrorCategory::kInput, message);
 }
@@ -264,7 +296,8 @@ std::string switch_to_wal(sqlite3* db) {
 }  // namespace
 
 const std::vector<std::string_view>& migrations() {
-  static const std::vector<std::string_view> steps = {kVersion1, kVersion2, kVersion3, kVersion4};
+  static const std::vector<std::string_view> steps = {kVersion1, kVersion2, kVersion3, kVersion4,
+                                                     kVersion5};
   return steps;
 }
 

@@ -272,7 +272,7 @@ std::vector<MeasurementOutcome> Store::outcomes(std::string_view fingerprint) co
 std::vector<MeasuredTargets> Store::ok_measurements(std::string_view fingerprint) const {
   Statement rows(
       impl_->db.get(),
-      "SELECT m.configuration_key, d.fingerprint, m.finished_at, m.device_median_ms, "
+      "SELECT m.configuration_key, d.fingerprint, m.started_at, m.finished_at, m.device_median_ms, "
       "m.wall_median_ms, m.energy_j, m.energy_null_reason, m.engine_peak_bytes, "
       "m.process_peak_rss_bytes FROM measurements m JOIN devices d ON d.id = m.device_id "
       "WHERE m.status = 'ok' AND (:fingerprint = '' OR d.fingerprint = :fingerprint) "
@@ -283,6 +283,7 @@ std::vector<MeasuredTargets> Store::ok_measurements(std::string_view fingerprint
     MeasuredTargets& row = measured.emplace_back();
     row.configuration_key = rows.text("configuration_key");
     row.device_fingerprint = rows.text("fingerprint");
+    row.started_at = rows.text("started_at");
     row.finished_at = rows.text("finished_at");
     const std::optional<double> device_ms = rows.optional_real("device_median_ms");
     row.latency_ms = device_ms ? *device_ms : rows.real("wall_median_ms");

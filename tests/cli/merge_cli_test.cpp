@@ -54,14 +54,14 @@ TEST(MergeCli, ReportsAddedIdenticalAndConflictingMeasurements) {
 
   auto result = run("merge --db " + out + " " + a + " --format csv", false);
   ASSERT_EQ(result.exit_code, 0) << result.out;
-  EXPECT_EQ(result.out, "source,measurements,added,identical,replaced,kept,conflicts\n" + a +
-                            ",20,20,0,0,0,0\n");
+  EXPECT_EQ(result.out, "source,measurements,added,identical,replaced,kept,conflicts,probes\n" + a +
+                            ",20,20,0,0,0,0,0\n");
 
   result = run("merge --db " + out + " " + a + " " + b + " --format csv");
   ASSERT_EQ(result.exit_code, 0) << result.out;
   // a again: all identical; b: 10 new keys, 20 conflicts of which a's (earlier) versions stay.
-  EXPECT_NE(result.out.find(a + ",20,0,20,0,0,0\n"), std::string::npos) << result.out;
-  EXPECT_NE(result.out.find(b + ",30,10,0,0,20,20\n"), std::string::npos) << result.out;
+  EXPECT_NE(result.out.find(a + ",20,0,20,0,0,0,0\n"), std::string::npos) << result.out;
+  EXPECT_NE(result.out.find(b + ",30,10,0,0,20,20,0\n"), std::string::npos) << result.out;
   EXPECT_EQ(lines_with(result.out, "conflict: basic18_w0.25_ds_r"), 20) << result.out;
   EXPECT_NE(result.out.find("differs: kept the version from " + out + ", the one from " + b +
                             " is in measurement_conflicts\n"),
@@ -77,7 +77,7 @@ TEST(MergeCli, ReportsAddedIdenticalAndConflictingMeasurements) {
   const std::string before = exported(out);
   result = run("merge --db " + out + " " + b + " --format csv", false);
   ASSERT_EQ(result.exit_code, 0) << result.out;
-  EXPECT_NE(result.out.find(b + ",30,0,10,0,20,20\n"), std::string::npos) << result.out;
+  EXPECT_NE(result.out.find(b + ",30,0,10,0,20,20,0\n"), std::string::npos) << result.out;
   EXPECT_EQ(exported(out), before);
 }
 
@@ -129,7 +129,7 @@ TEST(MergeCli, RunningOutOfFileSpaceLeavesTheTargetValidAndUnchanged) {
   // With room again, the same merge completes.
   const auto again = run("merge --db " + out + " " + big + " --format csv", false);
   ASSERT_EQ(again.exit_code, 0) << again.out;
-  EXPECT_NE(again.out.find(big + ",120,117,0,0,3,3\n"), std::string::npos) << again.out;
+  EXPECT_NE(again.out.find(big + ",120,117,0,0,3,3,0\n"), std::string::npos) << again.out;
   EXPECT_EQ(lines_with(exported(out), "\"measurement_key\""), 120);
 }
 

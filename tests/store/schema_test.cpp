@@ -159,7 +159,7 @@ TEST(StoreSchema, ASecondConnectionFindsTheSchemaDone) {
   Store first = Store::create_or_open(path);
   Store second = Store::create_or_open(path);
   RawDb raw(path);
-  EXPECT_EQ(raw.integer("SELECT count(*) FROM sqlite_schema WHERE type = 'table'"), 7);
+  EXPECT_EQ(raw.integer("SELECT count(*) FROM sqlite_schema WHERE type = 'table'"), 8);
 }
 
 }  // namespace
