@@ -29,6 +29,24 @@ struct TargetInfo {
   std::string source;  ///< store field (e.g. "engine_peak_bytes") or table column
 };
 
+/// Whether latencies are divided by the device's drift (docs/model.md, "Drift correction").
+/// auto: when the database's drift probes cover every row; on: the same, or an error saying
+/// which rows they miss; off: never.
+enum class DriftMode { kAuto, kOn, kOff };
+std::optional<DriftMode> parse_drift_mode(std::string_view text);
+
+/// What a dataset's latencies were divided by: the drift factor of each row's moment (its probe
+/// latency then over reference_ms, carb::DriftCurve), so that every row stands for the device
+/// running as fast as when the probe took reference_ms.
+struct DriftCorrection {
+  bool applied = false;
+  std::string probe_key;    ///< the probe configuration
+  double reference_ms = 0;  ///< the probe latency of factor 1
+  std::size_t probes = 0;   ///< probes in the curve
+  double min_factor = 1, max_factor = 1;  ///< over the rows
+  std::string reason;                     ///< why it was not applied
+};
+
 /// Rows to fit or score: features (row-major floats in the schema's order, already transformed)
 /// and targets (NaN where not measured). Targets are in cascade order.
 struct Dataset {
@@ -45,6 +63,7 @@ struct Dataset {
   std::string device_fingerprint;  ///< of the store's device; empty for a table
   std::string device_name;
   std::size_t dropped_duplicates = 0;  ///< older repeat measurements of a configuration, dropped
+  DriftCorrection drift;  ///< what the latencies were divided by (stores only)
 
   std::size_t rows() const { return ids.size(); }
   std::size_t cols() const { return feature_names.size(); }
@@ -68,8 +87,12 @@ void architecture_features(const Config& config, const Features& features, float
 
 /// The successful measurements of one device in a store, as a dataset (latest measurement per
 /// configuration). `device` may be empty when the store holds one device; otherwise throws
-/// carb::Error (input) listing the devices.
-Dataset dataset_from_store(const Store& store, std::string_view device = {});
+/// carb::Error (input) listing the devices. Latencies are divided by the device's drift as
+/// `drift` says, relative to `reference_ms` (a model's) or to the median of the store's probes;
+/// DriftMode::kOn throws carb::Error (input) when the probes do not cover every row.
+Dataset dataset_from_store(const Store& store, std::string_view device = {},
+                           DriftMode drift = DriftMode::kOff,
+                           std::optional<double> reference_ms = std::nullopt);
 /// The same from measurements of one device already read (from one store or several), ordered
 /// by configuration key, then finish time: the latest of a configuration's repeats is used.
 Dataset dataset_from_measurements(const std::vector<MeasuredTargets>& measured,
@@ -206,6 +229,9 @@ class Predictor {
   const std::vector<TargetInfo>& targets() const;
   const std::string& device_fingerprint() const;
   const std::string& device_name() const;
+  /// The drift correction of the latencies it was fitted on (applied == false: none): its
+  /// latencies are the device's at the speed where the probe took drift().reference_ms.
+  const DriftCorrection& drift() const;
   double coverage() const;
   /// The test-split scores recorded at fit time.
   const FitReport& fit_report() const;

@@ -146,6 +146,7 @@ struct MeasuredTargets {
   std::string device_fingerprint;
   std::string started_at;   ///< ISO 8601 UTC, as stored
   std::string finished_at;  ///< ISO 8601 UTC, as stored
+  Timestamp measured_at;    ///< the middle of the measurement: between started_at and finished_at
   /// Median latency of one inference (whole batch), ms: the device clock's where the device has
   /// one (CUDA events), else the host wall clock's.
   double latency_ms = 0;
@@ -216,7 +217,8 @@ struct DriftCurve {
   std::string probe_key;    ///< the probe configuration the curve follows
   double reference_ms = 0;  ///< the probe latency that factor 1 stands for
   /// (time, probe latency in ms) in time order: each ok, uncontended probe's median, replaced by
-  /// the median of it and its neighbours on either side, so one outlying probe moves nothing.
+  /// the median of three (it and its neighbours; the first and last probes take the three at
+  /// their end), so one outlying probe moves nothing.
   std::vector<std::pair<Timestamp, double>> points;
   /// Furthest a moment may lie from a probe on each side (or from the nearest one, before the
   /// first and after the last probe by half of it) and still get a factor.

@@ -1,5 +1,6 @@
 // carb fit | carb predict | carb evaluate: the CARB predictor on the command line.
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <iostream>
 #include <memory>
@@ -37,7 +38,30 @@ struct DataOptions {
   std::vector<std::string> targets;
   std::string stratify;
   std::string batch_column;
+  std::string drift = "auto";
 };
+
+DriftMode drift_mode(const std::string& text) {
+  const auto mode = parse_drift_mode(text);
+  if (!mode) throw Error(ErrorCategory::kUsage, "--drift must be auto, on or off");
+  return *mode;
+}
+
+// One line on what the latencies were divided by, or why not (stderr).
+void print_drift(const Dataset& data, DriftMode mode) {
+  const DriftCorrection& drift = data.drift;
+  if (drift.applied) {
+    char text[240];
+    std::snprintf(text, sizeof text,
+                  "latency divided by the device's drift: %zu probes of %s, factors %.3f-%.3f "
+                  "of the probe's %.4g ms\n",
+                  drift.probes, drift.probe_key.c_str(), drift.min_factor, drift.max_factor,
+                  drift.reference_ms);
+    std::cerr << text;
+  } else if (mode != DriftMode::kOff) {
+    std::cerr << "note: latency not corrected for drift: " << drift.reason << "\n";
+  }
+}
 
 void add_data_options(CLI::App* verb, DataOptions& options) {
   verb->add_option("--db", options.db, "carb database of measurements");
@@ -50,11 +74,17 @@ void add_data_options(CLI::App* verb, DataOptions& options) {
                    "table: columns whose terciles stratify the split");
   verb->add_option("--batch-column", options.batch_column,
                    "table: the batch-size column (for the low-batch corrector)");
+  verb->add_option("--drift", options.drift,
+                   "divide latencies by the drift the database's probes measured: auto, on, off")
+      ->capture_default_str();
 }
 
-Dataset load_data(const DataOptions& options) {
+Dataset load_data(const DataOptions& options, std::optional<double> reference_ms = std::nullopt) {
   if (options.db.empty() == options.table.empty()) {
     throw Error(ErrorCategory::kUsage, "give either --db or --table");
+  }
+  if (!options.table.empty() && options.drift == "on") {
+    throw Error(ErrorCategory::kUsage, "--drift on needs --db: a table has no drift probes");
   }
   if (!options.db.empty()) {
     if (!options.features.empty() || !options.targets.empty()) {
@@ -64,7 +94,8 @@ Dataset load_data(const DataOptions& options) {
     if (!std::filesystem::exists(options.db)) {
       throw Error(ErrorCategory::kInput, options.db + ": no such database");
     }
-    return dataset_from_store(Store::open(options.db), options.device);
+    return dataset_from_store(Store::open(options.db), options.device, drift_mode(options.drift),
+                              reference_ms);
   }
   TableSpec spec;
   spec.features = split_list(options.features);
@@ -120,6 +151,7 @@ void run_fit(FitCommand& command) {
   command.options.corrector = command.corrector;
   const Format format = parse_format(command.format);
   const Dataset data = load_data(command.data);
+  if (!command.data.db.empty()) print_drift(data, drift_mode(command.data.drift));
   FitReport report;
   const Predictor predictor = Predictor::fit(data, command.options, &report);
   predictor.save(command.output);
@@ -128,6 +160,7 @@ void run_fit(FitCommand& command) {
     nlohmann::json summary = out.at("evaluation");
     summary["model"] = command.output;
     summary["device"] = out.at("device");
+    summary["drift"] = out.at("drift");
     summary["rows"] = data.rows();
     std::cout << summary.dump(1) << "\n";
     return;
@@ -249,6 +282,11 @@ void run_predict(const PredictCommand& command) {
                 << " is unavailable: " << predictions[t][0].reason << "\n";
     }
   }
+  if (predictor.drift().applied) {
+    std::cerr << "note: latency is the device's at the speed where its drift probe "
+              << predictor.drift().probe_key << " took " << predictor.drift().reference_ms
+              << " ms (the fit's latencies were divided by the drift its probes measured)\n";
+  }
   if (domain.outside() > 0) {
     std::cerr << domain.warning(ids.size(), command.table.empty() ? "configurations" : "rows",
                                 command.model)
@@ -278,15 +316,26 @@ void run_evaluate(EvaluateCommand& command) {
                   "--table needs the --features and --target the model was fitted with");
     }
   }
+  // auto: as the model was fitted, relative to its reference; on: relative to its reference,
+  // or the data's own when it has none.
+  DriftMode drift = drift_mode(command.data.drift);
+  if (drift == DriftMode::kAuto && !predictor.drift().applied) drift = DriftMode::kOff;
+  const std::optional<double> reference_ms =
+      predictor.drift().applied ? std::optional<double>(predictor.drift().reference_ms)
+                                : std::nullopt;
   Dataset data;
   if (!command.data.db.empty() && command.data.device.empty()) {
     // The model's own device when the database has it, else its only device (transfer).
     const Store store = Store::open(command.data.db);
     const bool has_model_device = store.find_device(predictor.device_fingerprint()).has_value();
-    data = dataset_from_store(store, has_model_device ? predictor.device_fingerprint() : "");
+    data = dataset_from_store(store, has_model_device ? predictor.device_fingerprint() : "",
+                              drift, reference_ms);
   } else {
-    data = load_data(command.data);
+    DataOptions options = command.data;
+    options.drift = drift == DriftMode::kOff ? "off" : command.data.drift;
+    data = load_data(options, reference_ms);
   }
+  if (!command.data.db.empty()) print_drift(data, drift);
   if (data.feature_names != predictor.feature_names()) {
     throw Error(ErrorCategory::kInput, command.model +
                                            ": the model's feature schema differs "

@@ -151,7 +151,8 @@ FeatureRows feature_rows(const Space& space, SpaceFeatures& features,
   return rows;
 }
 
-Dataset dataset_from_store(const Store& store, std::string_view device) {
+Dataset dataset_from_store(const Store& store, std::string_view device, DriftMode drift,
+                           std::optional<double> reference_ms) {
   const std::vector<DeviceRecord> devices = store.devices();
   std::string fingerprint(device);
   const auto list = [&] {
@@ -179,7 +180,62 @@ Dataset dataset_from_store(const Store& store, std::string_view device) {
                                            "'; it has: " + (devices.empty() ? "none" : list()));
   }
 
-  return dataset_from_measurements(store.ok_measurements(fingerprint), fingerprint, found->name);
+  std::vector<MeasuredTargets> measured = store.ok_measurements(fingerprint);
+  if (drift == DriftMode::kOff) {
+    Dataset data = dataset_from_measurements(measured, fingerprint, found->name);
+    data.drift.reason = "off";
+    return data;
+  }
+  DriftCorrection correction;
+  const DriftCurve curve = drift_curve(store.drift_probes(fingerprint), reference_ms);
+  std::size_t uncovered = 0;
+  std::string first_uncovered;
+  if (curve.empty()) {
+    correction.reason = "no drift probes of this device in " + store.path();
+  } else {
+    correction.probe_key = curve.probe_key;
+    correction.reference_ms = curve.reference_ms;
+    correction.probes = curve.points.size();
+    correction.min_factor = 1e300;
+    correction.max_factor = 0;
+    for (MeasuredTargets& row : measured) {
+      const std::optional<double> factor = curve.factor_at(row.measured_at);
+      if (!factor) {
+        if (uncovered++ == 0) first_uncovered = row.configuration_key + " (" + row.started_at + ")";
+        continue;
+      }
+      row.latency_ms /= *factor;
+      correction.min_factor = std::min(correction.min_factor, *factor);
+      correction.max_factor = std::max(correction.max_factor, *factor);
+    }
+    if (uncovered > 0) {
+      correction.reason = std::to_string(uncovered) + " of " + std::to_string(measured.size()) +
+                          " measurements have no drift probe within " +
+                          std::to_string(static_cast<int>(curve.max_gap_s)) + " s, e.g. " +
+                          first_uncovered;
+    }
+  }
+  correction.applied = correction.reason.empty() && !measured.empty();
+  if (!correction.applied && drift == DriftMode::kOn) {
+    throw Error(ErrorCategory::kInput, "--drift on: " + (correction.reason.empty()
+                                                             ? store.path() + " has no measurements"
+                                                             : correction.reason));
+  }
+  if (!correction.applied) {
+    // The rows were divided in place only when every one had a factor: read them again.
+    if (uncovered > 0) measured = store.ok_measurements(fingerprint);
+    correction.min_factor = correction.max_factor = 1;
+  }
+  Dataset data = dataset_from_measurements(measured, fingerprint, found->name);
+  data.drift = correction;
+  return data;
+}
+
+std::optional<DriftMode> parse_drift_mode(std::string_view text) {
+  if (text == "auto") return DriftMode::kAuto;
+  if (text == "on") return DriftMode::kOn;
+  if (text == "off") return DriftMode::kOff;
+  return std::nullopt;
 }
 
 Dataset dataset_from_measurements(const std::vector<MeasuredTargets>& measured,

@@ -951,6 +951,7 @@ struct Predictor::Impl {
   std::vector<std::string> feature_names;
   std::vector<TargetInfo> targets;
   std::string device_fingerprint, device_name;
+  DriftCorrection drift;
   double coverage = 0.9;
   FitOptions options;
   std::vector<TargetModel> models;  // one per target, cascade order
@@ -1029,6 +1030,7 @@ std::size_t Predictor::outside_domain(const float* row) const {
 const std::vector<TargetInfo>& Predictor::targets() const { return impl_->targets; }
 const std::string& Predictor::device_fingerprint() const { return impl_->device_fingerprint; }
 const std::string& Predictor::device_name() const { return impl_->device_name; }
+const DriftCorrection& Predictor::drift() const { return impl_->drift; }
 double Predictor::coverage() const { return impl_->coverage; }
 const FitReport& Predictor::fit_report() const { return impl_->report; }
 
@@ -1105,6 +1107,7 @@ Predictor Predictor::fit(const Dataset& data, const FitOptions& options, FitRepo
   }
   impl->device_fingerprint = data.device_fingerprint;
   impl->device_name = data.device_name;
+  if (data.drift.applied) impl->drift = data.drift;
   impl->coverage = options.coverage;
   impl->options = options;
   FitReport& report = impl->report;
@@ -1425,6 +1428,12 @@ std::string Predictor::to_json_text() const {
       {"carb_version", kVersion},
       {"git_commit", kGitCommit},
       {"device", {{"fingerprint", self.device_fingerprint}, {"name", self.device_name}}},
+      {"drift", self.drift.applied ? json{{"probe", self.drift.probe_key},
+                                          {"reference_ms", self.drift.reference_ms},
+                                          {"probes", self.drift.probes},
+                                          {"min_factor", self.drift.min_factor},
+                                          {"max_factor", self.drift.max_factor}}
+                                   : json(nullptr)},
       {"feature_schema", {{"name", self.schema}, {"features", self.feature_names}}},
       {"training_domain", domain_json(self.domain)},
       {"options",
@@ -1526,6 +1535,19 @@ Predictor Predictor::from_json_text(std::string_view text, const std::string& or
     }
     file.at("device").at("fingerprint").get_to(impl->device_fingerprint);
     file.at("device").at("name").get_to(impl->device_name);
+    // Absent from model files before carb recorded drift corrections, null when none applied.
+    if (const auto drift = file.find("drift"); drift != file.end() && !drift->is_null()) {
+      impl->drift.applied = true;
+      drift->at("probe").get_to(impl->drift.probe_key);
+      drift->at("reference_ms").get_to(impl->drift.reference_ms);
+      drift->at("probes").get_to(impl->drift.probes);
+      drift->at("min_factor").get_to(impl->drift.min_factor);
+      drift->at("max_factor").get_to(impl->drift.max_factor);
+      if (!(impl->drift.reference_ms > 0) || !std::isfinite(impl->drift.reference_ms)) {
+        throw Error(ErrorCategory::kInput,
+                    origin + ": its drift correction's reference latency is not positive");
+      }
+    }
     const json& options = file.at("options");
     impl->options.seed = options.at("seed").get<std::uint64_t>();
     impl->options.cascade = options.at("cascade").get<bool>();

@@ -29,9 +29,13 @@ void Store::write_probe(const DriftProbeRecord& probe) {
   const auto fail = [&](const std::string& message) {
     throw_input("drift probe " + probe.configuration_key + ": " + message);
   };
-  if (to_key(parse_key(probe.configuration_key)) != probe.configuration_key) {
-    fail("the configuration key is not canonical");
+  std::string canonical;
+  try {
+    canonical = to_key(parse_key(probe.configuration_key));
+  } catch (const Error& error) {
+    fail(error.what());
   }
+  if (canonical != probe.configuration_key) fail("the configuration key is not canonical");
   if (probe.status == MeasurementStatus::kOk && !probe.latency) fail("ok without a latency");
   if (probe.latency) {
     const LatencyStats& stats = *probe.latency;
@@ -140,9 +144,13 @@ DriftCurve drift_curve(const std::vector<DriftProbeRecord>& probes,
   }
   std::stable_sort(raw.begin(), raw.end(),
                    [](const auto& a, const auto& b) { return a.first < b.first; });
+  // Each probe's value is the median of three: itself and its neighbours (the first and the
+  // last take the three at their end), so no single probe moves the curve.
   curve.points = raw;
-  for (std::size_t i = 1; i + 1 < raw.size(); ++i) {
-    double three[] = {raw[i - 1].second, raw[i].second, raw[i + 1].second};
+  const std::size_t n = raw.size();
+  for (std::size_t i = 0; n >= 3 && i < n; ++i) {
+    const std::size_t middle = std::clamp<std::size_t>(i, 1, n - 2);
+    double three[] = {raw[middle - 1].second, raw[middle].second, raw[middle + 1].second};
     std::sort(std::begin(three), std::end(three));
     curve.points[i].second = three[1];
   }
@@ -152,8 +160,8 @@ DriftCurve drift_curve(const std::vector<DriftProbeRecord>& probes,
     std::vector<double> values;
     for (const auto& point : curve.points) values.push_back(point.second);
     std::sort(values.begin(), values.end());
-    const std::size_t n = values.size();
-    curve.reference_ms = n % 2 == 1 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
+    curve.reference_ms =
+        n % 2 == 1 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
   }
   return curve;
 }

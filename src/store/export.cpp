@@ -6,6 +6,8 @@
 #include <nlohmann/json.hpp>
 #include <ostream>
 
+#include <map>
+
 #include "carb/error.hpp"
 #include "carb/graph.hpp"
 #include "carb/space.hpp"
@@ -145,10 +147,20 @@ std::int64_t Store::export_measurements(std::ostream& out, ExportFormat format,
     if (position < knobs + kFeatureColumns.size()) return kFeatureColumns[position - knobs];
     return columns[position - kFeatureColumns.size()];
   };
-  const std::size_t width = columns.size() + kFeatureColumns.size();
+  // Last, the drift probe's latency at the middle of each measurement (docs/measurement.md,
+  // "Drift probes"), from its device's probes; NULL where none lies near enough.
+  const std::size_t width = columns.size() + kFeatureColumns.size() + 1;
+  const auto base_name_at = name_at;
+  const auto name_of = [&](std::size_t position) -> std::string {
+    return position + 1 == width ? std::string("drift_probe_ms") : base_name_at(position);
+  };
+  std::map<std::string, DriftCurve> curves;
+  const int device_column = rows.column("device_fingerprint");
+  const int started_column = rows.column("started_at");
+  const int finished_column = rows.column("finished_at");
   if (format == ExportFormat::kCsv) {
     for (std::size_t position = 0; position < width; ++position) {
-      out << (position ? "," : "") << name_at(position);
+      out << (position ? "," : "") << name_of(position);
     }
     out << '\n';
   }
@@ -171,7 +183,21 @@ std::int64_t Store::export_measurements(std::ostream& out, ExportFormat format,
       features_key = key;
     }
     const auto feature_row = feature_cells(features);
+    const std::string& device = cells[static_cast<std::size_t>(device_column)].text;
+    auto curve = curves.find(device);
+    if (curve == curves.end()) curve = curves.emplace(device, drift_curve(drift_probes(device))).first;
+    const Timestamp started =
+        store::parse_timestamp(cells[static_cast<std::size_t>(started_column)].text);
+    const Timestamp finished =
+        store::parse_timestamp(cells[static_cast<std::size_t>(finished_column)].text);
+    Cell probe;
+    probe.type = SQLITE_NULL;
+    if (const auto factor = curve->second.factor_at(started + (finished - started) / 2)) {
+      probe.type = SQLITE_FLOAT;
+      probe.real = *factor * curve->second.reference_ms;
+    }
     cells.insert(cells.begin() + knob_end, feature_row.begin(), feature_row.end());
+    cells.push_back(probe);
 
     if (format == ExportFormat::kCsv) {
       for (std::size_t position = 0; position < width; ++position) {
@@ -182,7 +208,7 @@ std::int64_t Store::export_measurements(std::ostream& out, ExportFormat format,
     } else {
       nlohmann::ordered_json object = nlohmann::ordered_json::object();
       for (std::size_t position = 0; position < width; ++position) {
-        const std::string name = name_at(position);
+        const std::string name = name_of(position);
         object[name] = json_value(name, cells[position]);
       }
       out << object.dump() << '\n';

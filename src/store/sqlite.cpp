@@ -82,6 +82,8 @@ Statement& Statement::bind(const char* name, double value) {
 }
 
 Statement& Statement::bind(const char* name, std::string_view value) {
+  // A default-constructed view has no data pointer, which SQLite would bind as NULL, not ''.
+  if (value.data() == nullptr) value = "";
   CARB_SQLITE(db_, sqlite3_bind_text64(statement_.get(), parameter(name), value.data(),
                                        value.size(), SQLITE_TRANSIENT, SQLITE_UTF8));
   return *this;

@@ -285,6 +285,8 @@ std::vector<MeasuredTargets> Store::ok_measurements(std::string_view fingerprint
     row.device_fingerprint = rows.text("fingerprint");
     row.started_at = rows.text("started_at");
     row.finished_at = rows.text("finished_at");
+    const Timestamp started = store::parse_timestamp(row.started_at);
+    row.measured_at = started + (store::parse_timestamp(row.finished_at) - started) / 2;
     const std::optional<double> device_ms = rows.optional_real("device_median_ms");
     row.latency_ms = device_ms ? *device_ms : rows.real("wall_median_ms");
     row.latency_clock = device_ms ? "device" : "wall";

@@ -8,6 +8,8 @@
 #include <set>
 #include <sstream>
 
+#include <nlohmann/json.hpp>
+
 #include "carb/campaign.hpp"
 #include "carb/error.hpp"
 
@@ -89,6 +91,52 @@ TEST(Campaign, MeasuresThenResumesWithoutRepeating) {
   }
   EXPECT_EQ(pids.size(), 1u);
   EXPECT_EQ(before, (std::set<int>{0, 1, 2}));
+}
+
+TEST(Campaign, DriftProbesFrameTheCampaignAndFollowTheInterval) {
+  const std::string db = fresh_db("drift.sqlite");
+  CampaignOptions options = quick_options(db);
+  const std::string probe_key = "basic10_w0.25_nods_r32_b1_fp32_k10";
+  options.drift_probe = parse_key(probe_key);
+  options.drift_every_s = 1e9;  // only before the first configuration and after the last
+  const CampaignSummary summary = run_campaign(tiny_configs(3), options, {});
+  EXPECT_EQ(summary.measured.at("ok"), 3);
+  EXPECT_EQ(summary.probes, 2);
+  EXPECT_GT(summary.probe_s, 0);
+  const Store store = Store::open(db);
+  const std::vector<DriftProbeRecord> probes = store.drift_probes();
+  ASSERT_EQ(probes.size(), 2u);
+  // The summary lists the ok probes nothing else contended (under load, perhaps none).
+  std::size_t usable = 0;
+  for (const DriftProbeRecord& probe : probes) usable += probe.contended ? 0 : 1;
+  EXPECT_EQ(summary.probe_ms.size(), usable);
+  EXPECT_TRUE(summary.probe_failure.empty()) << summary.probe_failure;
+  for (const DriftProbeRecord& probe : probes) {
+    EXPECT_EQ(probe.status, MeasurementStatus::kOk) << probe.detail;
+    EXPECT_EQ(probe.configuration_key, probe_key);
+    ASSERT_TRUE(probe.latency.has_value());
+    EXPECT_GT(probe.latency->median_ms, 0);
+    EXPECT_GE(probe.latency->count, 10);
+    EXPECT_EQ(probe.clock, "wall");
+    EXPECT_EQ(probe.campaign_id, summary.campaign_id);
+    EXPECT_EQ(probe.device_fingerprint, summary.device_fingerprint);
+    EXPECT_EQ(nlohmann::json::parse(probe.protocol_json).at("min_time_s"), 0.15);
+  }
+  // The probes frame the measurements in time, and are not measurements themselves.
+  const std::vector<MeasuredTargets> measured = store.ok_measurements();
+  ASSERT_EQ(measured.size(), 3u);
+  for (const MeasuredTargets& row : measured) {
+    EXPECT_LT(probes[0].measured_at, row.measured_at);
+    EXPECT_GT(probes[1].measured_at, row.measured_at);
+  }
+  // Resuming with nothing left to measure probes nothing.
+  EXPECT_EQ(run_campaign(tiny_configs(3), options, {}).probes, 0);
+
+  // Every 0 s: before each configuration, and once after the last.
+  CampaignOptions every = quick_options(fresh_db("drift-every.sqlite"));
+  every.drift_probe = parse_key(probe_key);
+  every.drift_every_s = 0;
+  EXPECT_EQ(run_campaign(tiny_configs(3), every, {}).probes, 4);
 }
 
 TEST(Campaign, FailuresAreRowsAndTheCampaignGoesOn) {

@@ -145,6 +145,59 @@ TEST_F(ModelCli, EvaluatesOnItsOwnDeviceAndAcrossDevices) {
   EXPECT_FALSE(std::filesystem::exists(out));
 }
 
+TEST_F(ModelCli, DividesLatencyByTheDriftItsProbesMeasured) {
+  ASSERT_EQ(fit.exit_code, 0) << fit.out;
+  // The reference campaign has no probes: auto says so and fits as measured; on refuses.
+  EXPECT_NE(fit.out.find("\"drift\": null"), std::string::npos) << fit.out;
+  const std::string out = testing::TempDir() + "model-cli-drift.json";
+  std::filesystem::remove(out);
+  CommandResult refused = run("fit --db " + db + " -o " + out + " --drift on");
+  EXPECT_EQ(refused.exit_code, 2) << refused.out;
+  EXPECT_NE(refused.out.find("--drift on: no drift probes of this device in " + db),
+            std::string::npos)
+      << refused.out;
+  EXPECT_FALSE(std::filesystem::exists(out));
+
+  // Made-up probes (a test fixture, not measurements) every 30 s across the campaign
+  // (21:21:22-21:41:48), slowing linearly from 1.000 to 1.210 ms.
+  const std::string probed = db + "-probed.sqlite";
+  std::filesystem::copy_file(db, probed, std::filesystem::copy_options::overwrite_existing);
+  sql(probed,
+      "WITH RECURSIVE i(n) AS (SELECT 0 UNION ALL SELECT n + 1 FROM i WHERE n < 42) "
+      "INSERT INTO drift_probes (campaign_id, device_id, configuration_key, software_versions, "
+      "protocol, measured_at, status, detail, clock, median_ms, ci_half_width_ms, sample_count, "
+      "cv, converged, contended) SELECT 1, 1, 'basic18_w0.5_ds_r64_b1_fp32', 'test', '{}', "
+      "strftime('%Y-%m-%dT%H:%M:%fZ', '2026-11-29T21:21:00', '+' || (30 * n) || ' seconds'), "
+      "'ok', '', 'wall', 1.0 + 0.005 * n, 0.01, 100, 0.05, 1, 0 FROM i");
+  CommandResult corrected = run("fit --db " + probed + " -o " + out +
+                                " --forest-trees 16 --threads 1 --drift on --format json");
+  ASSERT_EQ(corrected.exit_code, 0) << corrected.out;
+  // Smoothed, the probes run from 1.005 to 1.205 ms; their median, 1.105 ms, is factor 1.
+  EXPECT_NE(corrected.out.find("latency divided by the device's drift: 43 probes of "
+                               "basic18_w0.5_ds_r64_b1_fp32, factors 0.9"),
+            std::string::npos)
+      << corrected.out;
+  EXPECT_NE(corrected.out.find("of the probe's 1.105 ms"), std::string::npos) << corrected.out;
+  EXPECT_NE(corrected.out.find("\"reference_ms\": 1.10"), std::string::npos) << corrected.out;
+
+  // evaluate follows the model: the same correction, relative to the model's reference.
+  CommandResult evaluated = run("evaluate --model " + out + " --db " + probed);
+  ASSERT_EQ(evaluated.exit_code, 0) << evaluated.out;
+  EXPECT_NE(evaluated.out.find("latency divided by the device's drift: 43 probes"),
+            std::string::npos)
+      << evaluated.out;
+  // ...and on measurements without probes it says it cannot.
+  CommandResult unprobed = run("evaluate --model " + out + " --db " + db);
+  ASSERT_EQ(unprobed.exit_code, 0) << unprobed.out;
+  EXPECT_NE(unprobed.out.find("note: latency not corrected for drift: no drift probes"),
+            std::string::npos)
+      << unprobed.out;
+  CommandResult predicted = run("predict --model " + out + " basic18_w0.5_ds_r64_b1_fp32");
+  ASSERT_EQ(predicted.exit_code, 0) << predicted.out;
+  EXPECT_NE(predicted.out.find("took 1.105 ms"), std::string::npos) << predicted.out;
+  EXPECT_EQ(run("fit --db " + probed + " -o " + out + " --drift sometimes").exit_code, 2);
+}
+
 TEST_F(ModelCli, BadModelFilesAreOneLineAndExitTwo) {
   ASSERT_EQ(fit.exit_code, 0) << fit.out;
   std::ifstream in(model);
