@@ -11,6 +11,9 @@
 # Prints per arm: wall, inside inferences (warm-up, timed, energy), of it the warm-up, prepare,
 # the overhead share with and without prepare, the warm-up's share, configurations per minute;
 # and how far the two arms' latencies lie apart (median |A-B|/mean over the configurations).
+# Drift probes are off here (--drift-probe none): each chunk is a campaign of its own, so it would
+# be probed at its start and end, far more often than a whole campaign is; their cost in a real
+# campaign is the summary's "drift probes" time over its wall time (docs/measurement.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 count="${1:-120}"
@@ -23,7 +26,7 @@ trap 'rm -rf "$work"' EXIT
 # The reference campaign's protocol (data/README.md) unless CARB_PROTOCOL_ARGS says otherwise
 # ("" for carb's defaults).
 read -r -a protocol_args <<<"${CARB_PROTOCOL_ARGS---target-ci 0.02 --max-time 2}"
-profile_args=("${protocol_args[@]}" "$@")
+profile_args=("${protocol_args[@]}" --drift-probe none "$@")
 
 "$carb" space list --spec "$spec" --sample "$count" --seed 1 --sampling stratified \
   --format csv | tail -n +2 | cut -d, -f1 >"$work/keys"

@@ -53,7 +53,7 @@ struct CampaignOptions {
   /// after the last one, into the database's drift_probes (docs/measurement.md, "Drift probes").
   /// None: no probes.
   std::optional<Config> drift_probe;
-  double drift_every_s = 30.0;
+  double drift_every_s = 10.0;
 };
 
 /// The default drift probe: a small network (about 1 ms on a 2-core CPU at batch 1).

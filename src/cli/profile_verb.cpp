@@ -74,7 +74,7 @@ struct ProfileOptions {
   int retry_limit = 3;
   double idle_window_s = 2.0;
   std::string drift_probe = std::string(kDefaultDriftProbe);
-  std::string drift_every = "30s";
+  std::string drift_every = "10s";
 };
 
 // A size such as "2GiB" or "512MB" (the units of a memory budget), in bytes.
