@@ -59,8 +59,8 @@ struct CampaignOptions {
 /// The default drift probe: a small network (about 1 ms on a 2-core CPU at batch 1).
 inline constexpr std::string_view kDefaultDriftProbe = "basic18_w0.5_ds_r64_b1_fp32";
 
-/// A drift probe's protocol: the campaign's, with a short warm-up (0.03 s), 0.06-0.3 s of timed
-/// passes, no energy window and no cooldown, so a probe costs about a tenth of a second.
+/// A drift probe's protocol: the campaign's, with a short warm-up (0.05 s), 0.15-0.5 s of timed
+/// passes, no energy window and no cooldown, so a probe costs about a fifth of a second.
 Protocol drift_probe_protocol(const Protocol& campaign);
 
 /// Where a running campaign is, for progress lines.

@@ -316,11 +316,11 @@ bool Shard::contains(const std::string& configuration_key) const {
 
 Protocol drift_probe_protocol(const Protocol& campaign) {
   Protocol probe = campaign;
-  probe.warmup_min_s = 0.03;
+  probe.warmup_min_s = 0.05;
   probe.warmup_min_runs = 3;
   probe.min_samples = 10;
-  probe.min_time_s = 0.06;
-  probe.max_time_s = 0.3;
+  probe.min_time_s = 0.15;
+  probe.max_time_s = 0.5;
   probe.energy_window_min_s = 0;
   probe.cooldown_s = 0;
   return probe;

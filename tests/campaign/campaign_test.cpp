@@ -120,7 +120,7 @@ TEST(Campaign, DriftProbesFrameTheCampaignAndFollowTheInterval) {
     EXPECT_EQ(probe.clock, "wall");
     EXPECT_EQ(probe.campaign_id, summary.campaign_id);
     EXPECT_EQ(probe.device_fingerprint, summary.device_fingerprint);
-    EXPECT_EQ(nlohmann::json::parse(probe.protocol_json).at("min_time_s"), 0.06);
+    EXPECT_EQ(nlohmann::json::parse(probe.protocol_json).at("min_time_s"), 0.15);
   }
   // The probes frame the measurements in time, and are not measurements themselves.
   const std::vector<MeasuredTargets> measured = store.ok_measurements();
