@@ -31,6 +31,11 @@ int parse_int(const std::string& text, const std::string& what) {
   return value;
 }
 
+// Whether the measurement's detail says other work distorted its timing (measure.cpp writes it).
+bool is_contended(const Measurement& measurement) {
+  return measurement.detail.find("contended: ") != std::string::npos;
+}
+
 const char* environment(const char* name) {
   const char* value = std::getenv(name);
   return value != nullptr && *value != '\0' ? value : nullptr;
@@ -176,7 +181,7 @@ void count_outcome(const Measurement& measurement, CampaignSummary* summary,
   ++progress->by_status[status];
   summary->inference_s += measurement.warmup_s + measurement.timed_s + measurement.energy_s;
   summary->prepare_s += measurement.prepare_s;
-  if (measurement.detail.find("contended: ") != std::string::npos) ++summary->contended;
+  if (is_contended(measurement)) ++summary->contended;
 }
 
 void probe_drift(WorkerProcess& worker, const Config& probe, const Protocol& campaign_protocol,
@@ -195,7 +200,7 @@ void probe_drift(WorkerProcess& worker, const Config& probe, const Protocol& cam
   record.measured_at = started + (finished - started) / 2;
   record.status = measurement.status;
   record.detail = measurement.detail;
-  record.contended = measurement.detail.find("contended: ") != std::string::npos;
+  record.contended = is_contended(measurement);
   const bool device = measurement.device_latency.has_value();
   record.latency = device ? measurement.device_latency : measurement.wall_latency;
   if (record.latency) record.clock = device ? "device" : "wall";

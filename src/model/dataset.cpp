@@ -188,43 +188,37 @@ Dataset dataset_from_store(const Store& store, std::string_view device, DriftMod
   }
   DriftCorrection correction;
   const DriftCurve curve = drift_curve(store.drift_probes(fingerprint), reference_ms);
+  std::vector<double> factors;
   std::size_t uncovered = 0;
   std::string first_uncovered;
+  for (const MeasuredTargets& row : curve.empty() ? std::vector<MeasuredTargets>() : measured) {
+    const std::optional<double> factor = curve.factor_at(row.measured_at);
+    if (!factor && uncovered++ == 0) {
+      first_uncovered = row.configuration_key + " (" + row.started_at + ")";
+    }
+    factors.push_back(factor.value_or(1));
+  }
   if (curve.empty()) {
     correction.reason = "no drift probes of this device in " + store.path();
-  } else {
+  } else if (uncovered > 0) {
+    correction.reason = std::to_string(uncovered) + " of " + std::to_string(measured.size()) +
+                        " measurements have no drift probe within " +
+                        std::to_string(static_cast<int>(curve.max_gap_s)) + " s, e.g. " +
+                        first_uncovered;
+  } else if (measured.empty()) {
+    correction.reason = store.path() + " has no measurements";
+  }
+  correction.applied = correction.reason.empty();
+  if (!correction.applied && drift == DriftMode::kOn) {
+    throw Error(ErrorCategory::kInput, "--drift on: " + correction.reason);
+  }
+  if (correction.applied) {
     correction.probe_key = curve.probe_key;
     correction.reference_ms = curve.reference_ms;
     correction.probes = curve.points.size();
-    correction.min_factor = 1e300;
-    correction.max_factor = 0;
-    for (MeasuredTargets& row : measured) {
-      const std::optional<double> factor = curve.factor_at(row.measured_at);
-      if (!factor) {
-        if (uncovered++ == 0) first_uncovered = row.configuration_key + " (" + row.started_at + ")";
-        continue;
-      }
-      row.latency_ms /= *factor;
-      correction.min_factor = std::min(correction.min_factor, *factor);
-      correction.max_factor = std::max(correction.max_factor, *factor);
-    }
-    if (uncovered > 0) {
-      correction.reason = std::to_string(uncovered) + " of " + std::to_string(measured.size()) +
-                          " measurements have no drift probe within " +
-                          std::to_string(static_cast<int>(curve.max_gap_s)) + " s, e.g. " +
-                          first_uncovered;
-    }
-  }
-  correction.applied = correction.reason.empty() && !measured.empty();
-  if (!correction.applied && drift == DriftMode::kOn) {
-    throw Error(ErrorCategory::kInput, "--drift on: " + (correction.reason.empty()
-                                                             ? store.path() + " has no measurements"
-                                                             : correction.reason));
-  }
-  if (!correction.applied) {
-    // The rows were divided in place only when every one had a factor: read them again.
-    if (uncovered > 0) measured = store.ok_measurements(fingerprint);
-    correction.min_factor = correction.max_factor = 1;
+    correction.min_factor = *std::min_element(factors.begin(), factors.end());
+    correction.max_factor = *std::max_element(factors.begin(), factors.end());
+    for (std::size_t i = 0; i < measured.size(); ++i) measured[i].latency_ms /= factors[i];
   }
   Dataset data = dataset_from_measurements(measured, fingerprint, found->name);
   data.drift = correction;

@@ -103,9 +103,7 @@ std::vector<DriftProbeRecord> Store::drift_probes(std::string_view fingerprint) 
     probe.software_versions = rows.text("software_versions");
     probe.protocol_json = rows.text("protocol");
     probe.measured_at = store::parse_timestamp(rows.text("measured_at"));
-    const auto status = parse_measurement_status(rows.text("status"));
-    CARB_CHECK(status.has_value(), "probe status outside the schema's CHECK");
-    probe.status = *status;
+    probe.status = store::read_status(rows);
     probe.detail = rows.text("detail");
     probe.contended = rows.integer("contended") != 0;
     if (const auto median = rows.optional_real("median_ms")) {

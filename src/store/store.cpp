@@ -19,6 +19,7 @@ namespace carb {
 
 namespace {
 
+using store::read_status;
 using store::Statement;
 using store::Transaction;
 
@@ -238,16 +239,15 @@ std::vector<DeviceRecord> Store::devices() const {
   return devices;
 }
 
-namespace {
+namespace store {
 
-// The status column of a row; the schema's CHECK admits no other values.
 MeasurementStatus read_status(const Statement& row) {
   const auto status = parse_measurement_status(row.text("status"));
   CARB_CHECK(status.has_value(), "status '" + row.text("status") + "' outside the schema's CHECK");
   return *status;
 }
 
-}  // namespace
+}  // namespace store
 
 std::vector<MeasurementOutcome> Store::outcomes(std::string_view fingerprint) const {
   Statement rows(impl_->db.get(),

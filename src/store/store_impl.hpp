@@ -21,6 +21,9 @@ namespace store {
 std::string format_timestamp(Timestamp time);
 /// Parses format_timestamp()'s text; throws carb::Error (runtime) on anything else.
 Timestamp parse_timestamp(const std::string& text);
+/// The `status` column of a row (measurements, drift probes); the schema's CHECK admits no
+/// other values.
+MeasurementStatus read_status(const Statement& row);
 
 }  // namespace store
 }  // namespace carb
