@@ -54,6 +54,10 @@ struct CampaignOptions {
   /// None: no probes.
   std::optional<Config> drift_probe;
   double drift_every_s = 10.0;
+  /// Every configuration is measured once per round, round after round, so that a noisy
+  /// machine's slow spells fall on different configurations in each (Protocol::round);
+  /// carb fit takes the median of a configuration's rounds. Not under MPI.
+  int rounds = 1;
 };
 
 /// The default drift probe: a small network (about 1 ms on a 2-core CPU at batch 1).
@@ -78,7 +82,7 @@ struct CampaignSummary {
   std::string device_fingerprint;
   std::int64_t campaign_id = 0;
   std::int64_t selected = 0;                     ///< configurations given
-  std::int64_t in_shard = 0;                     ///< of those, in this shard
+  std::int64_t in_shard = 0;                     ///< measurements of those in this shard, all rounds
   std::int64_t already_done = 0;                 ///< final, or failed too often, before this run
   std::int64_t claimed_elsewhere = 0;            ///< left to another process measuring them
   std::int64_t not_started = 0;                  ///< left because the time budget ran out

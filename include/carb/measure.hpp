@@ -32,6 +32,10 @@ struct Protocol {
   double energy_window_min_s = 1.0;  ///< (key) energy window of repeated inferences, at least
   double cooldown_s = 0.0;           ///< (key) idle time before each configuration
   std::uint64_t seed = 1;            ///< (key) weights and input
+  /// (key when > 0) Which round of a campaign that measures every configuration once per round
+  /// (`carb profile --rounds N`: round 0, then 1, ... N-1): the rounds differ only in their
+  /// measurement keys, so each round's measurement is stored and resumed on its own.
+  int round = 0;
   /// (key when true) Replay the forward pass as one CUDA Graph (SessionOptions::cuda_graph).
   bool cuda_graph = false;
   /// (key when true) cuDNN algorithms by timed search, cached (SessionOptions::cudnn_find).
@@ -53,8 +57,8 @@ struct Protocol {
   int worker_reuse = kDefaultWorkerReuse;
   static constexpr int kDefaultWorkerReuse = 25;
 
-  /// The (key) fields as a JSON object: what a measurement key hashes. cuda_graph and
-  /// cudnn_find appear only when true, so keys measured before they existed stay the same.
+  /// The (key) fields as a JSON object: what a measurement key hashes. cuda_graph, cudnn_find
+  /// and round appear only when set, so keys measured before they existed stay the same.
   nlohmann::json key_json() const;
   /// Every field as a JSON object.
   nlohmann::json to_json() const;

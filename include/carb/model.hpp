@@ -62,7 +62,10 @@ struct Dataset {
   std::vector<int> stratum;        ///< per row: the split's stratum (batch tier x depth tier)
   std::string device_fingerprint;  ///< of the store's device; empty for a table
   std::string device_name;
-  std::size_t dropped_duplicates = 0;  ///< older repeat measurements of a configuration, dropped
+  /// Configurations measured more than once (rounds of a campaign, or campaigns merged), and
+  /// how many measurements they have in all: each such row is their median (dataset.cpp).
+  std::size_t repeated_configurations = 0;
+  std::size_t repeated_measurements = 0;
   DriftCorrection drift;  ///< what the latencies were divided by (stores only)
 
   std::size_t rows() const { return ids.size(); }

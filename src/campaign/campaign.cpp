@@ -397,9 +397,21 @@ CampaignSummary run_campaign(const std::vector<Config>& configs, const CampaignO
       {0, summary.device_fingerprint, info.kind, info.name, device_details(info, host).dump()});
 
   const std::string software = software_of(info);
+  // Round r's keys follow round r-1's, and each key remembers its round's protocol.
   std::map<std::string, const Config*> config_of;
-  const std::vector<std::string> keys = campaign_keys(
-      configs, options.shard, summary.device_fingerprint, software, options.protocol, &config_of);
+  std::map<std::string, int> round_of;
+  std::vector<Protocol> round_protocols;
+  std::vector<std::string> keys;
+  for (int round = 0; round < std::max(1, options.rounds); ++round) {
+    Protocol protocol = options.protocol;
+    protocol.round = round;
+    round_protocols.push_back(protocol);
+    for (const std::string& key : campaign_keys(configs, options.shard, summary.device_fingerprint,
+                                                software, protocol, &config_of)) {
+      round_of.emplace(key, round);
+      keys.push_back(key);
+    }
+  }
   summary.in_shard = static_cast<std::int64_t>(keys.size());
   const std::vector<std::string> pending = store.pending(keys, options.resume);
   summary.already_done = summary.in_shard - static_cast<std::int64_t>(pending.size());
@@ -438,10 +450,11 @@ CampaignSummary run_campaign(const std::vector<Config>& configs, const CampaignO
         probe();
       }
       const Timestamp started = std::chrono::system_clock::now();
-      const Measurement measurement = worker.measure(config, options.protocol);
+      const Protocol& protocol = round_protocols[static_cast<std::size_t>(round_of.at(key))];
+      const Measurement measurement = worker.measure(config, protocol);
       const Timestamp finished = std::chrono::system_clock::now();
       store.write_measurement(record_of(measurement, config, key, summary.device_fingerprint,
-                                        summary.campaign_id, software, options.protocol, host_json,
+                                        summary.campaign_id, software, protocol, host_json,
                                         summary.idle_power_w, started, finished));
       count_outcome(measurement, &summary, &state);
       measured_since_probe = true;

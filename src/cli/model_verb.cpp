@@ -170,9 +170,10 @@ void run_fit(FitCommand& command) {
             << report.train_rows << ", validation " << report.validation_rows << ", calibration "
             << report.calibration_rows << ", test " << report.test_rows << ") in "
             << std::round(report.fit_seconds * 10) / 10 << " s\n";
-  if (data.dropped_duplicates > 0) {
-    std::cerr << "used the latest of repeated measurements: " << data.dropped_duplicates
-              << " older rows left out\n";
+  if (data.repeated_configurations > 0) {
+    std::cerr << "combined repeated measurements: " << data.repeated_configurations
+              << " configurations measured " << data.repeated_measurements
+              << " times in all; each row is the median of its configuration's\n";
   }
   for (const std::string& note : report.notes) std::cerr << "note: " << note << "\n";
   std::cerr << "test split (" << 100 * command.options.coverage << "% intervals):\n";

@@ -75,6 +75,7 @@ struct ProfileOptions {
   double idle_window_s = 2.0;
   std::string drift_probe = std::string(kDefaultDriftProbe);
   std::string drift_every = "10s";
+  int rounds = 1;
 };
 
 // A size such as "2GiB" or "512MB" (the units of a memory budget), in bytes.
@@ -148,6 +149,10 @@ void run_profile(const ProfileOptions& options) {
   campaign.worker = {"/proc/self/exe", {"__worker"}};
   campaign.idle_window_s = options.idle_window_s;
   campaign.drift_every_s = parse_duration_s(options.drift_every);
+  if (options.rounds > 1 && options.mpi) {
+    throw Error(ErrorCategory::kUsage, "--rounds is not supported with --mpi yet");
+  }
+  campaign.rounds = options.rounds;
   if (options.drift_probe != "none" && campaign.drift_every_s > 0 && !options.mpi) {
     try {
       campaign.drift_probe = parse_key(options.drift_probe);
@@ -173,8 +178,12 @@ void run_profile(const ProfileOptions& options) {
   }
   std::cout << "campaign " << summary.campaign_id << " on " << summary.device_id << " into "
             << campaign.db_path << "\n"
-            << "  configurations: " << summary.selected << " selected, " << summary.in_shard
-            << " in shard " << campaign.shard.name() << "\n"
+            << "  configurations: " << summary.selected << " selected, "
+            << summary.in_shard / campaign.rounds << " in shard " << campaign.shard.name()
+            << (campaign.rounds > 1 ? ", " + std::to_string(campaign.rounds) + " rounds: " +
+                                          std::to_string(summary.in_shard) + " measurements"
+                                    : "")
+            << "\n"
             << "  measured now:   " << measured << (outcomes.empty() ? "" : " (" + outcomes + ")")
             << "\n"
             << "  skipped:        " << summary.already_done << " already done, "
@@ -275,6 +284,12 @@ void add_profile_verbs(CLI::App& app) {
       ->capture_default_str();
   profile->add_option("--drift-every", options->drift_every,
                       "time between drift probes (0: none)")
+      ->capture_default_str();
+  profile
+      ->add_option("--rounds", options->rounds,
+                   "measure every configuration this many times, one round after another; "
+                   "carb fit takes the median")
+      ->check(CLI::Range(1, 100))
       ->capture_default_str();
   profile->add_option("--retry-limit", options->retry_limit, "attempts per failing configuration");
   profile->add_option("--idle-window", options->idle_window_s,

@@ -20,6 +20,7 @@ nlohmann::json Protocol::key_json() const {
                          {"seed", seed}};
   if (cuda_graph) json["cuda_graph"] = true;
   if (cudnn_find) json["cudnn_find"] = true;
+  if (round > 0) json["round"] = round;
   return json;
 }
 
@@ -61,6 +62,7 @@ Protocol Protocol::from_json(const nlohmann::json& json) {
   read("energy_window_min_s", protocol.energy_window_min_s, 0.0);
   read("cooldown_s", protocol.cooldown_s, 0.0);
   read("seed", protocol.seed, std::uint64_t{0});
+  read("round", protocol.round, 0);
   read("timeout_s", protocol.timeout_s, 0.001);
   read("worker_memory_limit_bytes", protocol.worker_memory_limit_bytes, std::int64_t{0});
   read("worker_reuse", protocol.worker_reuse, 1);

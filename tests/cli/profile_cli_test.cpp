@@ -93,6 +93,44 @@ TEST(ProfileCli, ShardsSplitTheKeysIntoTheirOwnFilesAndMergeBack) {
   for (const auto& [key, count] : seen) EXPECT_EQ(count_key(rows, key + "_k10"), 1) << key;
 }
 
+TEST(ProfileCli, RoundsMeasureEveryConfigurationOncePerRoundAndResume) {
+  const std::string keys = write_keys("round-keys.txt", 2);
+  const std::string db = fresh_db("rounds.sqlite");
+  const std::string log = testing::TempDir() + "rounds.log";
+  const std::string command =
+      "profile --keys " + keys + " --db " + db + " --rounds 3 --drift-probe none" + kQuick;
+  ASSERT_EQ(wait_for(start(command, log)), 0) << slurp(log);
+  EXPECT_NE(slurp(log).find("configurations: 2 selected, 2 in shard 0/1, 3 rounds: 6 "
+                            "measurements\n  measured now:   6 (ok 6)"),
+            std::string::npos)
+      << slurp(log);
+  // Each configuration three times, under three measurement keys; round 0's protocol is the
+  // one a campaign without rounds has, so earlier campaigns count as its first round.
+  const auto rows = exported_rows(db);
+  ASSERT_EQ(rows.size(), 6u);
+  for (int batch = 1; batch <= 2; ++batch) {
+    const std::string key = "basic10_w0.25_nods_r32_b" + std::to_string(batch) + "_fp32_k10";
+    EXPECT_EQ(count_key(rows, key), 3) << key;
+  }
+  int second = 0, third = 0, first = 0;
+  for (const auto& row : rows) {
+    second += row.find("\"\"round\"\":1") != std::string::npos ? 1 : 0;
+    third += row.find("\"\"round\"\":2") != std::string::npos ? 1 : 0;
+    first += row.find("\"\"round\"\"") == std::string::npos ? 1 : 0;
+  }
+  EXPECT_EQ(first, 2);
+  EXPECT_EQ(second, 2);
+  EXPECT_EQ(third, 2);
+  // A rerun has nothing left; a campaign of one round on the same database neither.
+  ASSERT_EQ(wait_for(start(command, log)), 0) << slurp(log);
+  EXPECT_NE(slurp(log).find("skipped:        6 already done"), std::string::npos) << slurp(log);
+  ASSERT_EQ(wait_for(start("profile --keys " + keys + " --db " + db + " --drift-probe none" +
+                               kQuick,
+                           log)),
+            0);
+  EXPECT_NE(slurp(log).find("skipped:        2 already done"), std::string::npos) << slurp(log);
+}
+
 TEST(ProfileCli, EnergyIsNullWithItsReasonOnThisMachine) {
   if (std::filesystem::exists("/sys/class/powercap") ||
       std::filesystem::exists("/sys/bus/event_source/devices/power")) {
@@ -139,6 +177,10 @@ TEST(ProfileCli, BadInputIsOneLineAndExitTwo) {
        "--throttle-retries"},
       {"profile --keys " + write_keys("ok-keys.txt", 1) + " --db x.sqlite --worker-reuse 0",
        "--worker-reuse"},
+      {"profile --keys " + write_keys("ok-keys.txt", 1) + " --db x.sqlite --rounds 0",
+       "--rounds: Value 0 not in range 1 to 100"},
+      {"profile --keys " + write_keys("ok-keys.txt", 1) + " --db x.sqlite --rounds 2 --mpi",
+       "--rounds is not supported with --mpi yet"},
       {"export --db " + not_db, "not a carb database"},
       {"export --db /nonexistent.sqlite", "/nonexistent.sqlite"},
   };

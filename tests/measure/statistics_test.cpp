@@ -80,5 +80,16 @@ TEST(ProtocolJson, GpuChoicesEnterTheKeyOnlyWhenSet) {
   EXPECT_THROW(Protocol::from_json({{"cuda_graph", "yes"}}), Error);
 }
 
+TEST(ProtocolJson, ARoundEntersTheKeyOnlyAfterTheFirst) {
+  // Round 0 keeps the keys of campaigns measured before rounds existed; later rounds differ.
+  Protocol second;
+  second.round = 1;
+  EXPECT_FALSE(Protocol{}.key_json().contains("round"));
+  EXPECT_EQ(second.key_json().at("round"), 1);
+  EXPECT_NE(second.key_json(), Protocol{}.key_json());
+  EXPECT_EQ(Protocol::from_json(second.to_json()).round, 1);
+  EXPECT_THROW(Protocol::from_json({{"round", -1}}), Error);
+}
+
 }  // namespace
 }  // namespace carb

@@ -482,6 +482,38 @@ Dataset additive_store_data() {
   return dataset_from_measurements(measured, "fp", "device");
 }
 
+TEST(Dataset, ARepeatedConfigurationIsTheMedianOfItsMeasurements) {
+  // Rows ordered by key, then finish time, as Store::ok_measurements returns them.
+  std::vector<MeasuredTargets> measured;
+  const auto add = [&](const std::string& key, double latency, std::optional<double> energy,
+                       std::int64_t peak) {
+    MeasuredTargets row;
+    row.configuration_key = key;
+    row.latency_ms = latency;
+    row.energy_j = energy;
+    row.energy_null_reason = energy ? "" : "no sensor";
+    row.engine_peak_bytes = peak;
+    measured.push_back(row);
+  };
+  add("basic10_w0.25_nods_r32_b1_fp32", 1.0, std::nullopt, 100);
+  add("basic10_w0.25_nods_r32_b1_fp32", 3.0, 7.0, 100);
+  add("basic10_w0.25_nods_r32_b1_fp32", 2.0, 5.0, 100);
+  add("basic10_w0.25_nods_r32_b2_fp32", 4.0, std::nullopt, 200);
+  add("basic10_w0.25_nods_r32_b4_fp32", 6.0, std::nullopt, 300);
+  add("basic10_w0.25_nods_r32_b4_fp32", 9.0, std::nullopt, 300);
+  const Dataset data = dataset_from_measurements(measured, "fp", "device");
+  ASSERT_EQ(data.rows(), 3u);
+  EXPECT_EQ(data.ids[0], "basic10_w0.25_nods_r32_b1_fp32");
+  EXPECT_EQ(data.y[2][0], 2.0);  // median of 1, 3, 2
+  EXPECT_EQ(data.y[1][0], 6.0);  // median of the energies measured, 7 and 5
+  EXPECT_EQ(data.y[0][0], 100.0);
+  EXPECT_EQ(data.y[2][1], 4.0);
+  EXPECT_TRUE(std::isnan(data.y[1][1]));
+  EXPECT_EQ(data.y[2][2], 7.5);  // an even count: the mean of the middle two
+  EXPECT_EQ(data.repeated_configurations, 2u);
+  EXPECT_EQ(data.repeated_measurements, 5u);
+}
+
 TEST(Fit, TheAdditivePriorRecoversAnAdditiveLatency) {
   const Dataset data = additive_store_data();
   EXPECT_EQ(data.schema, "carb-ir-2");
