@@ -13,11 +13,9 @@
 
 #include "carb/graph.hpp"
 #include "carb/space.hpp"
+#include "carb/store.hpp"
 
 namespace carb {
-
-class Store;
-struct MeasuredTargets;
 
 // ---------------------------------------------------------------------------------------------
 // Data
@@ -62,10 +60,8 @@ struct Dataset {
   std::vector<int> stratum;        ///< per row: the split's stratum (batch tier x depth tier)
   std::string device_fingerprint;  ///< of the store's device; empty for a table
   std::string device_name;
-  /// Configurations measured more than once (rounds of a campaign, or campaigns merged), and
-  /// how many measurements they have in all: each such row is their median (dataset.cpp).
-  std::size_t repeated_configurations = 0;
-  std::size_t repeated_measurements = 0;
+  /// Configurations measured more than once, each a row of their median (combine_repeated).
+  RepeatCount repeated;
   DriftCorrection drift;  ///< what the latencies were divided by (stores only)
 
   std::size_t rows() const { return ids.size(); }

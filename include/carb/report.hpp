@@ -39,8 +39,8 @@ struct DeviceCampaign {
   /// digits of the SHA-256 of the fingerprint "]".
   std::string name;
   std::string kind;                         ///< "cpu" or "cuda"
-  std::vector<MeasuredConfiguration> rows;  ///< latest ok measurement per key, ordered by key
-  std::size_t repeats_dropped = 0;          ///< older ok measurements of a key, left out
+  std::vector<MeasuredConfiguration> rows;  ///< one per key (its ok measurements' median), by key
+  RepeatCount repeated;  ///< configurations measured more than once: rows of their median
   /// Per Target: why no row has a value ("" when some row has one).
   std::array<std::string, kTargetCount> missing_reason;
   /// Per Target: rows without a value though others have one.

@@ -157,6 +157,22 @@ struct MeasuredTargets {
   std::optional<std::int64_t> process_peak_rss_bytes;
 };
 
+/// How many configurations combine_repeated() found measured more than once, and how many
+/// measurements they had in all.
+struct RepeatCount {
+  std::size_t configurations = 0;
+  std::size_t measurements = 0;
+};
+
+/// One row per configuration from one device's rows ordered by configuration key, then time (as
+/// Store::ok_measurements returns them). A configuration measured more than once (the rounds of
+/// `carb profile --rounds`, campaigns merged or pooled) gets the median of its latencies and of
+/// its measured energies, and the rest from its latest row (memory figures are deterministic).
+/// `last`, when given, receives the index in `rows` of each result's latest row.
+std::vector<MeasuredTargets> combine_repeated(const std::vector<MeasuredTargets>& rows,
+                                              RepeatCount* repeated = nullptr,
+                                              std::vector<std::size_t>* last = nullptr);
+
 /// One measurement key that two merged databases measured differently, both with a final
 /// status: one version stays in `measurements`, the other is kept in `measurement_conflicts`.
 struct MergeConflict {

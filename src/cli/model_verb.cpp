@@ -170,9 +170,9 @@ void run_fit(FitCommand& command) {
             << report.train_rows << ", validation " << report.validation_rows << ", calibration "
             << report.calibration_rows << ", test " << report.test_rows << ") in "
             << std::round(report.fit_seconds * 10) / 10 << " s\n";
-  if (data.repeated_configurations > 0) {
-    std::cerr << "combined repeated measurements: " << data.repeated_configurations
-              << " configurations measured " << data.repeated_measurements
+  if (data.repeated.configurations > 0) {
+    std::cerr << "combined repeated measurements: " << data.repeated.configurations
+              << " configurations measured " << data.repeated.measurements
               << " times in all; each row is the median of its configuration's\n";
   }
   for (const std::string& note : report.notes) std::cerr << "note: " << note << "\n";

@@ -495,7 +495,7 @@ std::map<std::string, MeasuredValues> measured_by_key(const Store& store,
     }
     if (!devices.empty()) fingerprint = devices.front().fingerprint;
   }
-  for (const MeasuredTargets& m : store.ok_measurements(fingerprint)) {
+  for (const MeasuredTargets& m : combine_repeated(store.ok_measurements(fingerprint))) {
     auto& values = out[m.configuration_key];
     if (m.engine_peak_bytes) values[0] = static_cast<double>(*m.engine_peak_bytes);
     values[1] = m.energy_j;

@@ -235,10 +235,8 @@ std::optional<DriftMode> parse_drift_mode(std::string_view text) {
 Dataset dataset_from_measurements(const std::vector<MeasuredTargets>& measured,
                                   const std::string& device_fingerprint,
                                   const std::string& device_name) {
-  // One row per configuration (rows come ordered by key, then finish time). A configuration
-  // measured more than once (the rounds of a campaign, campaigns merged) gets the median of its
-  // latencies, each already divided by its own moment's drift, and of its energies; the engine's
-  // peak bytes are deterministic, so the latest is as good as any.
+  // One row per configuration: a configuration measured more than once gets the median of its
+  // latencies, each already divided by its own moment's drift (combine_repeated).
   Dataset data;
   data.schema = std::string(kArchitectureSchema);
   data.feature_names = architecture_feature_names();
@@ -249,40 +247,20 @@ Dataset dataset_from_measurements(const std::vector<MeasuredTargets>& measured,
   data.missing_reason.assign(data.targets.size(), "");
   std::map<std::string, int> energy_reasons;
   std::vector<Config> configs;
-  const double nan = std::nan("");
-  const auto median = [](std::vector<double> values) {
-    if (values.empty()) return std::nan("");
-    std::sort(values.begin(), values.end());
-    const std::size_t half = values.size() / 2;
-    return values.size() % 2 == 1 ? values[half] : (values[half - 1] + values[half]) / 2;
-  };
-  for (std::size_t first = 0; first < measured.size();) {
-    std::size_t end = first + 1;
-    while (end < measured.size() &&
-           measured[end].configuration_key == measured[first].configuration_key) {
-      ++end;
-    }
-    std::vector<double> latencies, energies;
-    for (std::size_t i = first; i < end; ++i) {
-      latencies.push_back(measured[i].latency_ms);
-      if (measured[i].energy_j) energies.push_back(*measured[i].energy_j);
-    }
-    if (end - first > 1) {
-      ++data.repeated_configurations;
-      data.repeated_measurements += end - first;
-    }
-    const MeasuredTargets& row = measured[end - 1];
+  RepeatCount repeated;
+  for (const MeasuredTargets& row : combine_repeated(measured, &repeated)) {
     const Config config = parse_key(row.configuration_key);
     configs.push_back(config);
     data.ids.push_back(row.configuration_key);
     data.batch.push_back(config.batch);
     data.stratum.push_back(stratum_of(config));
+    const double nan = std::nan("");
     data.y[0].push_back(row.engine_peak_bytes ? static_cast<double>(*row.engine_peak_bytes) : nan);
-    data.y[1].push_back(median(energies));
-    data.y[2].push_back(median(latencies));
-    if (energies.empty()) ++energy_reasons[row.energy_null_reason];
-    first = end;
+    data.y[1].push_back(row.energy_j.value_or(nan));
+    data.y[2].push_back(row.latency_ms);
+    if (!row.energy_j) ++energy_reasons[row.energy_null_reason];
   }
+  data.repeated = repeated;
   FeatureRows rows = feature_rows(configs);
   data.x = std::move(rows.x);
   for (std::size_t t = 0; t < data.targets.size(); ++t) {

@@ -38,16 +38,13 @@ void summarise(DeviceCampaign& device, Pooled& pooled) {
   std::stable_sort(pooled.outcomes.begin(), pooled.outcomes.end(), by_key_then_time);
 
   std::map<std::string, std::size_t> energy_reasons;
-  for (std::size_t i = 0; i < pooled.ok.size(); ++i) {
-    const MeasuredTargets& m = pooled.ok[i].first;
-    if (i + 1 < pooled.ok.size() &&
-        pooled.ok[i + 1].first.configuration_key == m.configuration_key) {
-      ++device.repeats_dropped;
-      continue;
-    }
+  std::vector<MeasuredTargets> measured;
+  for (const auto& entry : pooled.ok) measured.push_back(entry.first);
+  std::vector<std::size_t> last;
+  for (const MeasuredTargets& m : combine_repeated(measured, &device.repeated, &last)) {
     MeasuredConfiguration& row = device.rows.emplace_back();
     row.key = m.configuration_key;
-    row.source = pooled.ok[i].second;
+    row.source = pooled.ok[last[device.rows.size() - 1]].second;
     row.config = parse_key(m.configuration_key);
     row.gflops = static_cast<double>(compute_features(build_network(row.config)).flops) / 1e9;
     if (m.engine_peak_bytes) {

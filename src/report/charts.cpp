@@ -219,7 +219,8 @@ void add_overview(Page& page, const CampaignData& data) {
             {{"aggregate", "count"}, {"type", "quantitative"}, {"title", "configurations"}}})}};
   if (several) by_batch["encoding"]["column"] = field("device");
   page.overview.push_back({"chart-measured-batch",
-                           "Successful measurements (the latest per configuration) by batch size.",
+                           "Successful measurements by batch size (a configuration measured "
+                           "more than once counts once).",
                            by_batch,
                            {"measurements"}});
 

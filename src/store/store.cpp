@@ -2,6 +2,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -267,6 +268,44 @@ std::vector<MeasurementOutcome> Store::outcomes(std::string_view fingerprint) co
     row.finished_at = rows.text("finished_at");
   }
   return outcomes;
+}
+
+std::vector<MeasuredTargets> combine_repeated(const std::vector<MeasuredTargets>& rows,
+                                              RepeatCount* repeated,
+                                              std::vector<std::size_t>* last) {
+  const auto median = [](std::vector<double> values) {
+    std::sort(values.begin(), values.end());
+    const std::size_t half = values.size() / 2;
+    return values.size() % 2 == 1 ? values[half] : (values[half - 1] + values[half]) / 2;
+  };
+  std::vector<MeasuredTargets> combined;
+  for (std::size_t first = 0; first < rows.size();) {
+    std::size_t end = first + 1;
+    while (end < rows.size() && rows[end].configuration_key == rows[first].configuration_key) {
+      ++end;
+    }
+    MeasuredTargets row = rows[end - 1];
+    if (end - first > 1) {
+      std::vector<double> latencies, energies;
+      for (std::size_t i = first; i < end; ++i) {
+        latencies.push_back(rows[i].latency_ms);
+        if (rows[i].energy_j) energies.push_back(*rows[i].energy_j);
+      }
+      row.latency_ms = median(latencies);
+      if (!energies.empty()) {
+        row.energy_j = median(energies);
+        row.energy_null_reason.clear();
+      }
+      if (repeated != nullptr) {
+        ++repeated->configurations;
+        repeated->measurements += end - first;
+      }
+    }
+    combined.push_back(std::move(row));
+    if (last != nullptr) last->push_back(end - 1);
+    first = end;
+  }
+  return combined;
 }
 
 std::vector<MeasuredTargets> Store::ok_measurements(std::string_view fingerprint) const {

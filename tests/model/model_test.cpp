@@ -510,8 +510,8 @@ TEST(Dataset, ARepeatedConfigurationIsTheMedianOfItsMeasurements) {
   EXPECT_EQ(data.y[2][1], 4.0);
   EXPECT_TRUE(std::isnan(data.y[1][1]));
   EXPECT_EQ(data.y[2][2], 7.5);  // an even count: the mean of the middle two
-  EXPECT_EQ(data.repeated_configurations, 2u);
-  EXPECT_EQ(data.repeated_measurements, 5u);
+  EXPECT_EQ(data.repeated.configurations, 2u);
+  EXPECT_EQ(data.repeated.measurements, 5u);
 }
 
 TEST(Fit, TheAdditivePriorRecoversAnAdditiveLatency) {

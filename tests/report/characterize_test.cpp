@@ -330,9 +330,12 @@ TEST_F(Databases, PoolsDatabasesByDeviceAndCountsFailures) {
   const DeviceCampaign& device = data.devices[0];
   EXPECT_EQ(device.sources, (std::vector<std::string>{first, second}));
   ASSERT_EQ(device.rows.size(), 2U);
-  EXPECT_EQ(device.repeats_dropped, 1U);
-  EXPECT_DOUBLE_EQ(*device.rows[0].values[static_cast<std::size_t>(Target::kLatency)], 3.0)
-      << "the latest measurement of a configuration is used";
+  EXPECT_EQ(device.repeated.configurations, 1U);
+  EXPECT_EQ(device.repeated.measurements, 2U);
+  EXPECT_DOUBLE_EQ(*device.rows[0].values[static_cast<std::size_t>(Target::kLatency)], 2.0)
+      << "a configuration measured twice is the median (here the mean) of both";
+  EXPECT_DOUBLE_EQ(*device.rows[0].values[static_cast<std::size_t>(Target::kEnergy)], 0.7);
+  EXPECT_EQ(device.rows[0].source, second) << "the database of its latest measurement";
   EXPECT_EQ(device.status_counts[static_cast<std::size_t>(MeasurementStatus::kOk)], 3U);
   EXPECT_EQ(device.status_counts[static_cast<std::size_t>(MeasurementStatus::kOom)], 1U);
   EXPECT_EQ(device.status_counts[static_cast<std::size_t>(MeasurementStatus::kCrashed)], 1U);

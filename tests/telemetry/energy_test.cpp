@@ -44,10 +44,12 @@ TEST(NoSensorMeterDeathTest, StopWithoutStartIsABug) {
 }
 
 TEST(OpenCpuEnergyMeter, OnThisMachine) {
-  // The development VM has neither powercap nor a power PMU; a machine that has either must
-  // yield a meter whose window really measures energy.
+  // The development VMs have no powercap, and no power PMU or one without a package counter; a
+  // machine with a sensor must yield a meter whose window really measures energy.
   const bool has_powercap = std::filesystem::exists("/sys/class/powercap");
   const bool has_power_pmu = std::filesystem::exists("/sys/bus/event_source/devices/power");
+  const bool has_package_event =
+      std::filesystem::exists("/sys/bus/event_source/devices/power/events/energy-pkg");
   std::unique_ptr<EnergyMeter> meter = open_cpu_energy_meter();
   meter->start();
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -61,6 +63,14 @@ TEST(OpenCpuEnergyMeter, OnThisMachine) {
               "perf: no power PMU (/sys/bus/event_source/devices/power missing)");
     EXPECT_FALSE(window.energy_j.has_value());
     EXPECT_EQ(window.unavailable_reason, meter->unavailable_reason());
+  } else if (!has_powercap && !has_package_event) {
+    // A power PMU without a package counter (a VM exposing only energy-psys): nothing to read.
+    EXPECT_FALSE(meter->available());
+    EXPECT_EQ(meter->unavailable_reason(),
+              "RAPL: no /sys/class/powercap (RAPL not exposed: virtual machine?); perf: power PMU "
+              "has no energy-pkg event (/sys/bus/event_source/devices/power/events/energy-pkg "
+              "missing)");
+    EXPECT_FALSE(window.energy_j.has_value());
   } else if (meter->available()) {
     ASSERT_TRUE(window.energy_j.has_value()) << window.unavailable_reason;
     EXPECT_GT(*window.energy_j, 0.0) << "a powered package spends energy in 50 ms";
