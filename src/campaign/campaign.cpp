@@ -397,15 +397,13 @@ CampaignSummary run_campaign(const std::vector<Config>& configs, const CampaignO
       {0, summary.device_fingerprint, info.kind, info.name, device_details(info, host).dump()});
 
   const std::string software = software_of(info);
-  // Round r's keys follow round r-1's, and each key remembers its round's protocol.
+  // Round r's keys follow round r-1's, and each key remembers its round.
   std::map<std::string, const Config*> config_of;
   std::map<std::string, int> round_of;
-  std::vector<Protocol> round_protocols;
   std::vector<std::string> keys;
   for (int round = 0; round < std::max(1, options.rounds); ++round) {
     Protocol protocol = options.protocol;
     protocol.round = round;
-    round_protocols.push_back(protocol);
     for (const std::string& key : campaign_keys(configs, options.shard, summary.device_fingerprint,
                                                 software, protocol, &config_of)) {
       round_of.emplace(key, round);
@@ -450,7 +448,8 @@ CampaignSummary run_campaign(const std::vector<Config>& configs, const CampaignO
         probe();
       }
       const Timestamp started = std::chrono::system_clock::now();
-      const Protocol& protocol = round_protocols[static_cast<std::size_t>(round_of.at(key))];
+      Protocol protocol = options.protocol;
+      protocol.round = round_of.at(key);
       const Measurement measurement = worker.measure(config, protocol);
       const Timestamp finished = std::chrono::system_clock::now();
       store.write_measurement(record_of(measurement, config, key, summary.device_fingerprint,

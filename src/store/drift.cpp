@@ -157,9 +157,7 @@ DriftCurve drift_curve(const std::vector<DriftProbeRecord>& probes,
   } else {
     std::vector<double> values;
     for (const auto& point : curve.points) values.push_back(point.second);
-    std::sort(values.begin(), values.end());
-    curve.reference_ms =
-        n % 2 == 1 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
+    curve.reference_ms = store::median(std::move(values));
   }
   return curve;
 }
