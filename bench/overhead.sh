@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Harness overhead of `carb profile`: the share of a campaign's wall time spent outside the
 # inferences it runs (warm-up, timed passes, energy window), with a fresh worker process per
-# configuration (--worker-reuse 1, A) and with reused workers (--worker-reuse 25, B), side by
+# configuration (--worker-reuse 1, A) and with reused workers (--worker-reuse 100, B), side by
 # side. The sample is split into chunks; each chunk is profiled by both arms, alternately A B and
 # B A, each arm into its own new database, so both measure the same configurations under the
 # same conditions. The wall time is the whole `carb profile` command's (start-up included).
@@ -35,7 +35,7 @@ split -n "l/$chunks" -d -a 3 "$work/keys" "$work/chunk."
 declare -A wall=([A]=0 [B]=0)
 run_arm() {  # arm chunk-file
   local arm="$1" keys="$2" reuse=1
-  [ "$arm" = B ] && reuse=25
+  [ "$arm" = B ] && reuse=100
   local start end
   start=$(date +%s.%N)
   "$carb" profile --keys "$keys" --db "$work/$arm.$(basename "$keys").sqlite" \
@@ -64,7 +64,7 @@ printf '%-24s %8s %10s %8s %8s %9s %10s %8s %11s %9s\n' arm "wall (s)" "inferenc
   "warm-up" prepare overhead "w/o prep." warm-up% configs/min contended
 for arm in A B; do
   name="A: a fresh worker each"
-  [ "$arm" = B ] && name="B: workers reused (25)"
+  [ "$arm" = B ] && name="B: workers reused (100)"
   # inference: warm-up, timed and energy passes; overhead: the rest of the wall time; w/o prep.:
   # the rest less prepare (the harness proper); warm-up%: the warm-up's share of the wall time.
   awk -v wall="${wall[$arm]}" -v name="$name" '

@@ -4,7 +4,9 @@
 // campaign's harness overhead is mostly prepare (docs/cpu-engine.md#prepare). A campaign
 // prepares each configuration in a fresh process: run one key per process, --repeats 1, for
 // the figure a campaign sees (later keys and repeats find oneDNN's primitive cache warm).
-// Usage: bench_prepare [--repeats N] KEY...
+// --keep does what a reused campaign worker does: the device keeps each session's weight memory
+// for the next (Device::keep_memory_between_sessions).
+// Usage: bench_prepare [--repeats N] [--keep] KEY...
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -21,10 +23,13 @@ using carb_bench::seconds_since;
 
 int main(int argc, char** argv) {
   int repeats = 3;
+  bool keep = false;
   std::vector<std::string> keys;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--repeats") == 0 && i + 1 < argc) {
       repeats = std::stoi(argv[++i]);
+    } else if (std::strcmp(argv[i], "--keep") == 0) {
+      keep = true;
     } else {
       keys.emplace_back(argv[i]);
     }
@@ -32,6 +37,7 @@ int main(int argc, char** argv) {
   try {
     const auto backends = carb::make_backends();
     const carb::Device& device = *backends.front()->devices().front();
+    device.keep_memory_between_sessions(keep);
     std::printf("%-40s %12s %12s %12s %12s\n", "key", "params", "prepare_s", "generate_s",
                 "first_run_s");
     for (const std::string& key : keys) {

@@ -145,6 +145,20 @@ class Device {
   std::unique_ptr<Session> prepare(const Config& config, std::uint64_t seed) const {
     return prepare(config, seed, SessionOptions{});
   }
+
+  /// For a process that prepares one configuration after another (a reused campaign worker):
+  /// when on, memory a finished session's weights were in stays mapped and resident, and the
+  /// next session writes its weights there instead of into fresh pages the kernel must zero
+  /// first (the CPU engine: two thirds of its prepare() in a campaign on the 2-core Intel VM).
+  /// Off by default; off again gives the memory back. A device with nothing to keep ignores it.
+  virtual void keep_memory_between_sessions(bool keep) const { (void)keep; }
+  /// The bytes kept now, all resident and part of no session; starts the count of
+  /// kept_memory_unused_bytes(). A worker takes them out of a configuration's RSS baseline.
+  virtual std::int64_t kept_memory_bytes() const { return 0; }
+  /// Of the bytes kept at the last kept_memory_bytes(), those no session prepared since has
+  /// used: resident and untouched all along. A worker takes them out of the configuration's
+  /// peak RSS, so peak and baseline count what they would in a fresh process.
+  virtual std::int64_t kept_memory_unused_bytes() const { return 0; }
 };
 
 /// An inference library and the devices it can drive on this machine (possibly none).

@@ -55,7 +55,7 @@ struct Protocol {
   /// first touches (docs/measurement.md, "Workers"); every row records its worker's pid and how
   /// many configurations that worker measured before it.
   int worker_reuse = kDefaultWorkerReuse;
-  static constexpr int kDefaultWorkerReuse = 25;
+  static constexpr int kDefaultWorkerReuse = 100;
 
   /// The (key) fields as a JSON object: what a measurement key hashes. cuda_graph, cudnn_find
   /// and round appear only when set, so keys measured before they existed stay the same.

@@ -309,13 +309,31 @@ int worker_main(const std::string& device_id) {
     // where it cannot, every configuration needs a fresh process ("reusable": false).
     std::string no_reset;
     const bool reusable = reset_peak_rss(&no_reset);
+    // A reused worker keeps weight memory from one configuration for the next: its pages need
+    // no zeroing again (docs/cpu-engine.md#prepare). Not under an address-space limit
+    // (--worker-memory-limit): memory kept beyond what a configuration needs would count
+    // against it, and a configuration could fail there that a fresh process would measure.
+    rlimit address_space{};
+    const bool limited =
+        ::getrlimit(RLIMIT_AS, &address_space) == 0 && address_space.rlim_cur != RLIM_INFINITY;
+    device->keep_memory_between_sessions(reusable && !limited);
     std::string line;
     for (int measured = 0; std::getline(std::cin, line); ++measured) {
       const auto [config, protocol] = parse_request(line);
+      // Kept memory is resident before the configuration starts: not part of its baseline. What
+      // of it the configuration leaves unused stays resident and untouched throughout: not part
+      // of its peak. So peak - baseline counts the bytes a fresh process would.
+      const std::int64_t kept_bytes = device->kept_memory_bytes();
       if (measured > 0) reset_peak_rss(&no_reset);
       Measurement measurement =
           measure_configuration(*device, config, protocol, *meter, monitor.get());
-      measurement.provenance["worker"] = {{"pid", ::getpid()}, {"measured_before", measured}};
+      const std::int64_t unused_bytes = device->kept_memory_unused_bytes();
+      if (measurement.baseline_rss_bytes) *measurement.baseline_rss_bytes -= kept_bytes;
+      if (measurement.process_peak_rss_bytes) *measurement.process_peak_rss_bytes -= unused_bytes;
+      measurement.provenance["worker"] = {{"pid", ::getpid()},
+                                          {"measured_before", measured},
+                                          {"kept_bytes", kept_bytes},
+                                          {"kept_unused_bytes", unused_bytes}};
       // After a failure the process may be in no state to measure again (a sticky CUDA error
       // leaves the context unusable; an out-of-memory may leave the heap fragmented).
       const bool again = reusable && (measurement.status == MeasurementStatus::kOk ||

@@ -300,6 +300,48 @@ TEST_F(CpuDeviceTest, LargeBuffersLieOnHugePagesWhereTheKernelAllowsItAndAreGive
   EXPECT_LE(anon_huge_page_bytes() - before, std::int64_t{2} << 20);
 }
 
+TEST_F(CpuDeviceTest, KeptWeightMemoryServesTheNextSessionAndChangesNoBit) {
+  // 46 MB of weights kept, then a network with odd channel counts (padded channel blocks in
+  // its weight layouts) prepared in them: every byte it reads must be its own, so its output
+  // is the same bits as in memory nobody used before.
+  const std::string next = "basic18_w0.35_ds_r33_b2_fp32";
+  std::vector<float> expected;
+  {
+    const auto fresh_backend = cpu::make_cpu_backend();
+    const Device& fresh = *fresh_backend->devices().at(0);
+    { const auto session = fresh.prepare(parse_key(next), kSeed); }
+    EXPECT_EQ(fresh.kept_memory_bytes(), 0) << "keeping is off by default";
+    expected = run_once(*fresh.prepare(parse_key(next), kSeed));
+  }
+  constexpr std::int64_t kHugePage = std::int64_t{2} << 20;
+  device_.keep_memory_between_sessions(true);
+  std::int64_t large_weight_bytes = 0;
+  {
+    const auto large = prepare("basic18_w1_ds_r32_b1_fp32");
+    large_weight_bytes = large->memory().weight_bytes;
+    run_once(*large);
+  }
+  const std::int64_t kept = device_.kept_memory_bytes();
+  EXPECT_EQ(kept % kHugePage, 0) << "whole huge pages";
+  EXPECT_GT(kept, large_weight_bytes - kHugePage);
+  EXPECT_LE(kept, large_weight_bytes + kHugePage);
+  EXPECT_EQ(device_.kept_memory_unused_bytes(), kept) << "no session since";
+  std::int64_t next_weight_bytes = 0;
+  {
+    const auto session = prepare(next);
+    next_weight_bytes = session->memory().weight_bytes;
+    EXPECT_TRUE(bitwise_equal(run_once(*session), expected));
+  }
+  // The next network used the start of the kept memory (its weights, with their 64-byte
+  // alignment, page-rounded); the rest it left alone. The larger mapping stays kept.
+  const std::int64_t unused = device_.kept_memory_unused_bytes();
+  EXPECT_LE(unused, kept - next_weight_bytes);
+  EXPECT_GE(unused, kept - next_weight_bytes - (std::int64_t{64} << 10));
+  EXPECT_EQ(device_.kept_memory_bytes(), kept);
+  device_.keep_memory_between_sessions(false);
+  EXPECT_EQ(device_.kept_memory_bytes(), 0);
+}
+
 TEST(DnnlCheck, TurnsAOneDnnFailureIntoARuntimeErrorNamingTheCall) {
   const dnnl::memory::desc md({2, 3}, dnnl::memory::data_type::f32, dnnl::memory::format_tag::ab);
   try {

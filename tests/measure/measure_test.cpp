@@ -63,7 +63,19 @@ TEST(Measure, InProcessOnTheCpuEngine) {
   EXPECT_FALSE(measurement.device_latency.has_value());
   EXPECT_TRUE(measurement.device_samples_ms.empty());
   EXPECT_FALSE(measurement.provenance.contains("gpu"));
-  EXPECT_FALSE(measurement.provenance.contains("engine"));
+  // Where prepare's time went: its phases, which add up to no more than prepare itself.
+  const nlohmann::json& phases = measurement.provenance.at("engine").at("prepare_s");
+  ASSERT_EQ(phases.size(), 7u) << phases.dump();
+  double phases_s = 0;
+  for (const char* phase :
+       {"describe", "allocate", "kernels", "generate", "fold", "reorder", "input"}) {
+    ASSERT_TRUE(phases.contains(phase)) << phase;
+    EXPECT_GE(phases.at(phase).get<double>(), 0.0) << phase;
+    phases_s += phases.at(phase).get<double>();
+  }
+  EXPECT_GT(phases.at("generate").get<double>(), 0.0);
+  EXPECT_GT(phases_s, 0.5 * measurement.prepare_s);
+  EXPECT_LE(phases_s, measurement.prepare_s);
 }
 
 TEST(Measure, OtherProcessesBusyWhileTimingAreReported) {
@@ -212,6 +224,33 @@ TEST_F(Worker, EachConfigurationHasItsOwnPeakRss) {
             large.engine_memory->weight_bytes / 2)
       << "large " << *large.process_peak_rss_bytes << ", tiny " << *tiny.process_peak_rss_bytes
       << " over a baseline of " << *tiny.baseline_rss_bytes;
+}
+
+TEST_F(Worker, KeptWeightMemoryCountsInNeitherTheBaselineNorThePeakOfTheNext) {
+  // A reused worker keeps the large network's weight memory; the next, smaller one writes its
+  // weights at its start and leaves the rest untouched. peak - baseline still holds all of the
+  // small one's weights and none of the large one's, as in a fresh process.
+  Protocol protocol = quick_protocol();
+  protocol.worker_reuse = 10;
+  WorkerProcess worker({CARB_BINARY, {"__worker"}}, cpu_device().info().id);
+  const Measurement large = worker.measure(parse_key("basic18_w1_nods_r64_b8_fp32"), protocol);
+  const Measurement next = worker.measure(parse_key("basic18_w0.25_nods_r64_b1_fp32"), protocol);
+  ASSERT_EQ(large.status, MeasurementStatus::kOk) << large.detail;
+  ASSERT_EQ(next.status, MeasurementStatus::kOk) << next.detail;
+  ASSERT_EQ(worker_of(large).first, worker_of(next).first);
+  const auto worker_bytes = [](const Measurement& measurement, const char* what) {
+    return measurement.provenance.at("worker").at(what).get<std::int64_t>();
+  };
+  EXPECT_EQ(worker_bytes(large, "kept_bytes"), 0);
+  EXPECT_EQ(worker_bytes(large, "kept_unused_bytes"), 0);
+  EXPECT_GT(worker_bytes(next, "kept_bytes"),
+            large.engine_memory->weight_bytes - (std::int64_t{2} << 20));
+  EXPECT_GE(worker_bytes(next, "kept_unused_bytes"),
+            worker_bytes(next, "kept_bytes") - next.engine_memory->weight_bytes - (64 << 10));
+  const std::int64_t above = *next.process_peak_rss_bytes - *next.baseline_rss_bytes;
+  EXPECT_GE(above, next.engine_memory->weight_bytes);
+  EXPECT_LT(above, next.engine_memory->peak_bytes + (std::int64_t{16} << 20))
+      << "the large network's weights counted in the next one's peak";
 }
 
 TEST_F(Worker, AFailedConfigurationCostsItsWorkerAndTheNextGetsAFreshOne) {

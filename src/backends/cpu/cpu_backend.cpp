@@ -95,12 +95,18 @@ class CpuDevice final : public Device {
   std::unique_ptr<Session> prepare(const Config& config, std::uint64_t seed,
                                    const SessionOptions&) const override {
     require_support(config, info_);
-    return make_cpu_session(build_network(config), seed, engine_);
+    return make_cpu_session(build_network(config), seed, engine_, weight_memory_);
   }
+
+  void keep_memory_between_sessions(bool keep) const override { weight_memory_->keep(keep); }
+
+  std::int64_t kept_memory_bytes() const override { return weight_memory_->kept_bytes(); }
+  std::int64_t kept_memory_unused_bytes() const override { return weight_memory_->unused_bytes(); }
 
  private:
   DeviceInfo info_;
   dnnl::engine engine_;
+  std::shared_ptr<WeightMemory> weight_memory_ = std::make_shared<WeightMemory>();
 };
 
 class CpuBackend final : public Backend {

@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "carb/backend.hpp"
+#include "pages.hpp"
 
 namespace carb::cpu {
 
@@ -13,8 +14,11 @@ namespace carb::cpu {
 /// core the process may run on); DNNL_MAX_CPU_ISA caps the instruction set it dispatches to.
 std::unique_ptr<Backend> make_cpu_backend();
 
-/// Prepares `network` on `engine` (a CPU engine) in fp32 or bf16 activations and weights.
+/// Prepares `network` on `engine` (a CPU engine) in fp32 or bf16 activations and weights, its
+/// weights in memory taken from `weight_memory` and given back to it when the session ends.
 std::unique_ptr<Session> make_cpu_session(const Network& network, std::uint64_t seed,
-                                          const dnnl::engine& engine);
+                                          const dnnl::engine& engine,
+                                          std::shared_ptr<WeightMemory> weight_memory);
+
 
 }  // namespace carb::cpu

@@ -1,6 +1,8 @@
 // The CPU session: oneDNN primitives built from the execution plan, batch norm folded into the
 // conv weights, weights reordered once into the layouts the kernels chose, activations in one
 // planned arena (channel-blocked), and one user-mode scratchpad shared by every primitive.
+#include <array>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -11,15 +13,16 @@
 #include <utility>
 #include <vector>
 
+#include <nlohmann/json.hpp>
 #include <omp.h>
 #include <sys/mman.h>
-#include <unistd.h>
 
 #include "carb/error.hpp"
 #include "cpu_backend.hpp"
 #include "dnnl_check.hpp"
 #include "engine/fold.hpp"
 #include "engine/plan.hpp"
+#include "pages.hpp"
 
 namespace carb::cpu {
 
@@ -54,73 +57,6 @@ constexpr std::int64_t kAlignmentBytes = 64;
 Tag blocked_layout() {
   return dnnl::get_effective_cpu_isa() >= dnnl::cpu_isa::avx512_core ? Tag::nChw16c : Tag::nChw8c;
 }
-
-std::int64_t round_up(std::int64_t bytes, std::int64_t alignment) {
-  return (bytes + alignment - 1) / alignment * alignment;
-}
-
-std::int64_t page_bytes() {
-  static const std::int64_t page = ::sysconf(_SC_PAGESIZE);
-  return page;
-}
-
-// Transparent huge pages are 2 MiB on x86-64 (and the usual arm64 kernels).
-constexpr std::int64_t kHugePageBytes = std::int64_t{2} << 20;
-
-// Memory the session holds (weights, activation arena, scratchpad, prepare's staging): its own
-// anonymous mapping, 2 MiB-aligned when it is at least that large, and marked MADV_HUGEPAGE, so
-// where the kernel allows (Linux's default THP mode, "madvise", gives huge pages only on request)
-// each 2 MiB of it is one page fault and one TLB entry instead of 512. On the 2-core development
-// VM a 4 KiB first touch costs ~15 us, and even after MADV_POPULATE_WRITE the first write costs
-// ~1.6 us a page: writing 276 MB of fresh memory took 0.48 s on 4 KiB pages and 0.03 s on huge
-// pages (docs/cpu-engine.md#prepare). A kernel without THP refuses the advice and the mapping
-// stays on 4 KiB pages. Pages are backed on first touch or by populate_pages(); the tail past
-// the last whole 2 MiB stays on 4 KiB pages, so the resident set never exceeds the bytes asked
-// for by more than a page. Out of memory is std::bad_alloc throughout, so the measure module
-// maps one type to `oom`.
-class Pages {
- public:
-  Pages() = default;
-  explicit Pages(std::int64_t bytes) : bytes_(round_up(bytes, page_bytes())) {
-    if (bytes_ == 0) return;
-    const bool huge = bytes_ >= kHugePageBytes;
-    const std::int64_t slack = huge ? kHugePageBytes - page_bytes() : 0;
-    void* mapping = ::mmap(nullptr, static_cast<std::size_t>(bytes_ + slack),
-                           PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (mapping == MAP_FAILED) throw std::bad_alloc();
-    auto* start = static_cast<std::byte*>(mapping);
-    data_ = start;
-    if (huge) {  // keep the 2 MiB-aligned part; give back the slack on either side
-      const auto address = reinterpret_cast<std::uintptr_t>(start);
-      const auto aligned =
-          static_cast<std::uintptr_t>(round_up(static_cast<std::int64_t>(address), kHugePageBytes));
-      data_ = start + (aligned - address);
-      const auto head = static_cast<std::size_t>(data_ - start);
-      if (head > 0) ::munmap(start, head);
-      const std::size_t tail = static_cast<std::size_t>(slack) - head;
-      if (tail > 0) ::munmap(data_ + bytes_, tail);
-#ifdef MADV_HUGEPAGE
-      ::madvise(data_, static_cast<std::size_t>(bytes_), MADV_HUGEPAGE);
-#endif
-    }
-  }
-  ~Pages() {
-    if (data_ != nullptr) ::munmap(data_, static_cast<std::size_t>(bytes_));
-  }
-  Pages(Pages&& other) noexcept
-      : data_(std::exchange(other.data_, nullptr)), bytes_(std::exchange(other.bytes_, 0)) {}
-  Pages& operator=(Pages&& other) noexcept {
-    std::swap(data_, other.data_);
-    std::swap(bytes_, other.bytes_);
-    return *this;
-  }
-
-  std::byte* data() const { return data_; }
-
- private:
-  std::byte* data_ = nullptr;
-  std::int64_t bytes_ = 0;  ///< page-rounded
-};
 
 std::int64_t desc_bytes(const Memory::desc& desc) {
   return static_cast<std::int64_t>(desc.get_size());
@@ -164,27 +100,6 @@ class SingleThreaded {
  private:
   int threads_;
 };
-
-// Maps the pages of a fresh buffer in one system call before it is first written. Written page
-// by page, each first touch of a 4 KiB page is a page fault, and on the 2-core development VM
-// every fault costs ~15 us: populating first halves the cost of writing a fresh 4 KiB-page
-// buffer (276 MB: 1.0 s -> 0.5 s); on huge pages (Pages) it is one fault per 2 MiB either way.
-// A kernel without MADV_POPULATE_WRITE (before Linux 5.14) refuses with EINVAL and the pages
-// fault in on first write as before, so the result is ignored.
-void populate_pages(void* data, std::int64_t bytes) {
-#ifdef MADV_POPULATE_WRITE
-  const auto page = static_cast<std::uintptr_t>(page_bytes());
-  const auto start = reinterpret_cast<std::uintptr_t>(data);
-  const std::uintptr_t begin = (start + page - 1) / page * page;
-  const std::uintptr_t end = (start + static_cast<std::uintptr_t>(bytes)) / page * page;
-  if (end > begin) {
-    ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_WRITE);
-  }
-#else
-  (void)data;
-  (void)bytes;
-#endif
-}
 
 // Prepare's staging area for generated weights: one mapping sized to the largest layer's and
 // reused by every layer. A fresh buffer per layer would page-fault every weight twice (its
@@ -247,16 +162,45 @@ struct Conversion {
   Memory arena_view;       ///< the arena tensor
 };
 
+// Where prepare()'s time goes, per phase, for provenance (Session::details): seconds of the
+// steady clock, each phase's laps summed.
+class PrepareClock {
+ public:
+  enum Phase { kDescribe, kAllocate, kKernels, kGenerate, kFold, kReorder, kInput, kPhases };
+
+  // Adds the time since the last lap (or since construction) to `phase`.
+  void lap(Phase phase) {
+    const auto now = std::chrono::steady_clock::now();
+    seconds_[phase] += std::chrono::duration<double>(now - last_).count();
+    last_ = now;
+  }
+
+  nlohmann::json to_json() const {
+    static constexpr std::array<const char*, kPhases> kNames = {
+        "describe", "allocate", "kernels", "generate", "fold", "reorder", "input"};
+    nlohmann::json json = nlohmann::json::object();
+    for (int phase = 0; phase < kPhases; ++phase) json[kNames[phase]] = seconds_[phase];
+    return json;
+  }
+
+ private:
+  std::chrono::steady_clock::time_point last_ = std::chrono::steady_clock::now();
+  std::array<double, kPhases> seconds_{};
+};
+
 class CpuSession final : public Session {
  public:
-  CpuSession(const Network& network, std::uint64_t seed, const dnnl::engine& engine)
+  CpuSession(const Network& network, std::uint64_t seed, const dnnl::engine& engine,
+             std::shared_ptr<WeightMemory> weight_memory)
       : network_(network),
+        weight_memory_(std::move(weight_memory)),
         engine_(engine),
         stream_(CARB_DNNL(dnnl::stream(engine, dnnl::stream::flags::in_order))),
         data_type_(network.config.precision == Precision::kBf16 ? DataType::bf16 : DataType::f32),
         plan_(plan_execution(network)) {
     CARB_CHECK(network.config.precision != Precision::kFp16, "fp16 reached the CPU engine");
     const std::vector<OpDescription> descriptions = describe_primitives();
+    clock_.lap(PrepareClock::kDescribe);
     allocate_buffers(descriptions);
     planned_peak_bytes_ = plan_peak_bytes(descriptions);
     std::size_t staging_values = 0;
@@ -266,6 +210,7 @@ class CpuSession final : public Session {
       }
     }
     Staging staging(staging_values);
+    clock_.lap(PrepareClock::kAllocate);
     for (std::size_t k = 0; k < plan_.ops.size(); ++k) {
       bind_kernel(k, descriptions[k], seed, staging);
     }
@@ -279,7 +224,14 @@ class CpuSession final : public Session {
     CARB_CHECK(memory_.peak_bytes == planned_peak_bytes_, "prepare's peak differs from its plan");
     const SingleThreaded single_threaded;
     set_input(input);
+    clock_.lap(PrepareClock::kInput);
   }
+
+  // The weight region goes back to the device, which keeps it for the next session when asked
+  // to (Device::keep_memory_between_sessions).
+  ~CpuSession() override { weight_memory_->give_back(std::move(weights_)); }
+  CpuSession(const CpuSession&) = delete;
+  CpuSession& operator=(const CpuSession&) = delete;
 
   void run() override {
     for (Kernel& kernel : kernels_) CARB_DNNL(kernel.primitive.execute(stream_, kernel.args));
@@ -289,6 +241,7 @@ class CpuSession final : public Session {
 
   const Network& network() const override { return network_; }
   MemoryUsage memory() const override { return memory_; }
+  nlohmann::json details() const override { return {{"prepare_s", clock_.to_json()}}; }
 
   std::vector<KernelInfo> kernels() const override {
     std::vector<KernelInfo> infos;
@@ -442,7 +395,7 @@ class CpuSession final : public Session {
       weight_region_bytes += round_up(desc_bytes(desc.weights_desc()), kAlignmentBytes) +
                              round_up(desc_bytes(desc.weights_desc(1)), kAlignmentBytes);
     }
-    weights_ = Pages(weight_region_bytes);
+    weights_ = weight_memory_->take(weight_region_bytes);
     std::vector<BufferRequest> requests;
     requests.reserve(plan_.values.size());
     for (std::size_t v = 0; v < plan_.values.size(); ++v) {
@@ -516,6 +469,7 @@ class CpuSession final : public Session {
     kernel.args = scratchpad_arg(desc.scratchpad_desc());
     kernel.args.emplace(DNNL_ARG_SRC, arena_view(op.input, CARB_DNNL(desc.src_desc())));
     kernel.args.emplace(DNNL_ARG_DST, arena_view(op.output, CARB_DNNL(desc.dst_desc())));
+    clock_.lap(PrepareClock::kKernels);
     if (description.weights_reorder) {
       load_weights(index, op, desc, *description.weights_reorder, seed, staging, kernel);
     }
@@ -531,6 +485,7 @@ class CpuSession final : public Session {
     Memory weights = CARB_DNNL(Memory(desc.weights_desc(), engine_, weights_data));
     Memory bias = CARB_DNNL(Memory(desc.weights_desc(1), engine_, bias_data));
     populate_pages(weights_data, desc_bytes(desc.weights_desc()));
+    clock_.lap(PrepareClock::kReorder);
     memory_.weight_bytes += desc_bytes(desc.weights_desc()) + desc_bytes(desc.weights_desc(1));
 
     const LayerParameterSizes sizes = layer_parameter_sizes(network_, op.layer);
@@ -543,10 +498,13 @@ class CpuSession final : public Session {
       const LayerParameters batch_norm = generate_layer_parameters(network_, op.batch_norm, seed);
       staged_bytes += vector_bytes(batch_norm.weight) + vector_bytes(batch_norm.bias) +
                       vector_bytes(batch_norm.running_mean) + vector_bytes(batch_norm.running_var);
+      clock_.lap(PrepareClock::kGenerate);
       bias_values = fold_batch_norm(plain_values, batch_norm);
+      clock_.lap(PrepareClock::kFold);
     } else {
       bias_values.resize(sizes.bias);
       generate_layer_parameters(network_, op.layer, seed, {plain_values, bias_values, {}, {}});
+      clock_.lap(PrepareClock::kGenerate);
     }
     staged_bytes += vector_bytes(bias_values);
     memory_.peak_bytes = std::max(memory_.peak_bytes, memory_.steady_bytes() + staged_bytes);
@@ -563,6 +521,7 @@ class CpuSession final : public Session {
     CARB_CHECK(desc_bytes(desc.weights_desc(1)) == vector_bytes(bias_values), "bias size");
     std::memcpy(CARB_DNNL(bias.get_data_handle()), bias_values.data(),
                 bias_values.size() * sizeof(float));
+    clock_.lap(PrepareClock::kReorder);
 
     kernel.args.emplace(DNNL_ARG_WEIGHTS, std::move(weights));
     kernel.args.emplace(DNNL_ARG_BIAS, std::move(bias));
@@ -579,7 +538,9 @@ class CpuSession final : public Session {
     CARB_DNNL(stream_.wait());
   }
 
+  PrepareClock clock_;  ///< first: it starts when prepare() does
   Network network_;
+  std::shared_ptr<WeightMemory> weight_memory_;
   dnnl::engine engine_;
   dnnl::stream stream_;
   DataType data_type_;
@@ -601,8 +562,9 @@ class CpuSession final : public Session {
 }  // namespace
 
 std::unique_ptr<Session> make_cpu_session(const Network& network, std::uint64_t seed,
-                                          const dnnl::engine& engine) {
-  return std::make_unique<CpuSession>(network, seed, engine);
+                                          const dnnl::engine& engine,
+                                          std::shared_ptr<WeightMemory> weight_memory) {
+  return std::make_unique<CpuSession>(network, seed, engine, std::move(weight_memory));
 }
 
 }  // namespace carb::cpu
