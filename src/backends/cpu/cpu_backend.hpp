@@ -20,5 +20,4 @@ std::unique_ptr<Session> make_cpu_session(const Network& network, std::uint64_t 
                                           const dnnl::engine& engine,
                                           std::shared_ptr<WeightMemory> weight_memory);
 
-
 }  // namespace carb::cpu

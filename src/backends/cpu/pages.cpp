@@ -104,8 +104,10 @@ std::int64_t whole_huge_pages(std::int64_t bytes) {
 void WeightMemory::keep(bool on) {
   const std::lock_guard lock(mutex_);
   on_ = on;
-  if (!on) kept_ = Pages();
-  unused_ = std::min(unused_, kept_.bytes());
+  if (!on) {
+    kept_ = Pages();
+    unused_ = 0;
+  }
 }
 
 std::int64_t WeightMemory::kept_bytes() {
