@@ -1,4 +1,5 @@
-# The CARB_CUDA decision (cmake/CarbCuda.cmake uses it; tests/cmake checks it in script mode).
+# The CARB_CUDA decision and the cuBLAS header lookup (cmake/CarbCuda.cmake uses them; tests/cmake
+# checks both in script mode).
 
 # What to do, from the option and what was found: a pure function, so tests/cmake can check every
 # case. `missing` says what was not found (empty when both were). Sets `out_decision` to ON, OFF
@@ -24,4 +25,18 @@ function(carb_cuda_decision mode toolkit_found cudnn_found missing out_decision 
   endif()
   set(${out_decision} ${decision} PARENT_SCOPE)
   set(${out_message} "${text}" PARENT_SCOPE)
+endfunction()
+
+# The first folder of `include_dirs` that holds cublas_v2.h; empty when none does. FindCUDAToolkit
+# gives a list there: CMake 3.31.8 and later (4.x too) add nvcc's own system folder (include/cccl
+# with CUDA 13) to CUDAToolkit_INCLUDE_DIRS, so the folders are searched one by one.
+function(carb_find_cublas_header include_dirs out_dir)
+  set(found "")
+  foreach(dir IN LISTS include_dirs)
+    if(EXISTS "${dir}/cublas_v2.h")
+      set(found "${dir}")
+      break()
+    endif()
+  endforeach()
+  set(${out_dir} "${found}" PARENT_SCOPE)
 endfunction()

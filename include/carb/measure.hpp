@@ -124,8 +124,14 @@ Measurement measure_configuration(const Device& device, const Config& config,
 /// reason in `why` when the meter cannot measure it.
 std::optional<double> measure_idle_power_w(EnergyMeter& meter, double seconds, std::string* why);
 
-/// The energy meter for a device: the host's CPU meter (RAPL, perf or none) for CPU devices,
-/// the GPU's NVML energy counter (or none, with the reason) for CUDA devices.
+/// The environment variable that moves the CPU energy meter's sysfs root from "/" to a folder:
+/// for tests that replay recorded counters through a campaign's workers. A row measured so names
+/// that folder in its energy_sensor.
+inline constexpr const char* kTelemetryRootVariable = "CARB_TELEMETRY_ROOT";
+
+/// The energy meter for a device: the host's CPU meter (RAPL, perf or none, under
+/// kTelemetryRootVariable's folder when set) for CPU devices, the GPU's NVML energy counter (or
+/// none, with the reason) for CUDA devices.
 std::unique_ptr<EnergyMeter> open_energy_meter(const DeviceInfo& device);
 
 /// The NVML monitor of a CUDA device (possibly unavailable, with its reason); nullptr for a CPU.

@@ -235,9 +235,13 @@ struct ReportInput {
   std::string generated_at;  ///< ISO 8601 UTC
 };
 
+/// Throws carb::Error (usage) when this carb cannot write the HTML report: built with
+/// CARB_REPORT=OFF, without the Vega-Lite scripts (the GPU check's build).
+void require_html_report();
+
 /// The report: one HTML file with the Vega-Lite scripts inlined, so it opens offline. Throws
 /// carb::Error (input) naming the file and line for a shortlist or candidates file that lacks a
-/// column or holds a value that is not a number.
+/// column or holds a value that is not a number, and as require_html_report() does.
 std::string render_report(const ReportInput& input);
 
 }  // namespace carb

@@ -61,6 +61,16 @@ class EnergyMeter {
   virtual void sample() = 0;
   /// Takes the last reading and ends the window. Requires a window started with start().
   virtual EnergyWindow stop() = 0;
+
+  /// Whether the last sample() read a value that differs from the reading before it, in any
+  /// counter. Hardware updates its counters in steps (NVML's about every 100 ms, RAPL's about
+  /// every millisecond), and a window that starts or stops between two updates counts a partial
+  /// step at that end; measure aligns its windows to these changes (docs/measurement.md,
+  /// "Energy"). False without a sensor.
+  virtual bool last_sample_changed() const { return false; }
+  /// Makes the last reading the start of the window in progress: what was counted so far is
+  /// dropped and the window's duration counts from that reading.
+  virtual void restart_from_last_reading() {}
 };
 
 /// The explicit "no sensor here" meter: every window has a duration and no energy, with the

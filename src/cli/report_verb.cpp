@@ -311,6 +311,7 @@ std::string now_utc() {
 
 void run_report(const ReportCommand& command) {
   if (command.output.empty()) throw Error(ErrorCategory::kUsage, "give -o REPORT.html");
+  require_html_report();  // before anything is read
   if (command.shortlist.empty() && (!command.candidates.empty() || !command.budget.empty())) {
     throw Error(ErrorCategory::kUsage, "--candidates and --budget go with --shortlist");
   }

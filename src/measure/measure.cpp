@@ -3,6 +3,7 @@
 #include <cmath>
 #include <csignal>
 #include <cstdlib>
+#include <functional>
 #include <new>
 #include <thread>
 
@@ -143,21 +144,107 @@ Measurement Measurement::from_json(const nlohmann::json& json) {
   }
 }
 
+namespace {
+
+// Energy counters are updated in steps: NVML's about every 100 ms, RAPL's about every 1 ms. A
+// window that starts and stops at arbitrary moments counts up to a step too much or too little at
+// each end: up to ±10% of a 1 s window at 100 ms. So a window starts at a change of the counter
+// and ends at the first change after its minimum length, and its duration runs between the two:
+// the energy counted is the energy of exactly that time. Near either end the counter is read at
+// most every kDensePollS; inside, as rarely as wrap safety allows, so the reads barely delay the
+// work. A counter that does not change within kAlignLimitS leaves that end unaligned.
+constexpr double kDensePollS = 0.002;
+constexpr double kAlignLimitS = 1.0;
+
+struct AlignedWindow {
+  EnergyWindow window;
+  std::int64_t works = 0;  ///< how many times `work` ran inside the window
+  nlohmann::json alignment = nlohmann::json::object();
+};
+
+// Runs `work` repeatedly through an energy window of at least `min_s`, aligned as above, calling
+// `between` after each. `sparse_poll_s` bounds the reads inside the window.
+AlignedWindow run_aligned_window(EnergyMeter& meter, double min_s, double sparse_poll_s,
+                                 const std::function<void()>& work,
+                                 const std::function<void()>& between) {
+  const auto now = [] { return Clock::now(); };
+  AlignedWindow result;
+  meter.start();
+  // Lead-in, not counted: work until the counter changes.
+  const auto lead_in_start = now();
+  auto last_read = lead_in_start;
+  bool aligned_start = false;
+  while (seconds_between(lead_in_start, now()) < kAlignLimitS) {
+    work();
+    between();
+    if (seconds_between(last_read, now()) < kDensePollS) continue;
+    meter.sample();
+    last_read = now();
+    if (meter.last_sample_changed()) {
+      meter.restart_from_last_reading();
+      aligned_start = true;
+      break;
+    }
+  }
+  if (!aligned_start) meter.start();
+  const auto window_start = now();
+  last_read = window_start;
+  // The window: dense reads until the second change (the counter's refresh period), sparse ones
+  // until min_s, then dense ones until the next change.
+  // A change counts at the end only when the read before it came after min_s: a sparse read
+  // long before could hide a change that happened before min_s.
+  std::optional<double> refresh_period_s;
+  bool read_after_min = false;
+  bool aligned_end = false;
+  while (true) {
+    work();
+    ++result.works;
+    between();
+    const auto at = now();
+    const double elapsed_s = seconds_between(window_start, at);
+    const bool ending = elapsed_s >= min_s;
+    const bool dense = (aligned_start && !refresh_period_s) || ending;
+    if (ending && !read_after_min) {
+      meter.sample();
+      last_read = now();
+      read_after_min = true;
+    } else if (seconds_between(last_read, at) >= (dense ? kDensePollS : sparse_poll_s)) {
+      meter.sample();
+      last_read = now();
+      if (meter.last_sample_changed()) {
+        if (aligned_start && !refresh_period_s) refresh_period_s = seconds_between(window_start, at);
+        if (ending) {
+          aligned_end = true;
+          break;
+        }
+      }
+    }
+    if (elapsed_s >= min_s + kAlignLimitS) break;
+  }
+  const auto window_end = now();
+  result.window = meter.stop();
+  result.alignment = {
+      {"aligned_start", aligned_start},
+      {"aligned_end", aligned_end},
+      {"lead_in_s", seconds_between(lead_in_start, window_start)},
+      {"tail_s", std::max(0.0, seconds_between(window_start, window_end) - min_s)},
+      {"counter_refresh_s",
+       refresh_period_s ? nlohmann::json(*refresh_period_s) : nlohmann::json(nullptr)},
+      {"dense_poll_s", kDensePollS}};
+  return result;
+}
+
+}  // namespace
+
 std::optional<double> measure_idle_power_w(EnergyMeter& meter, double seconds, std::string* why) {
   if (!meter.available()) {
     if (why != nullptr) *why = meter.unavailable_reason();
     return std::nullopt;
   }
-  meter.start();
-  const auto until = Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                        std::chrono::duration<double>(seconds));
-  const double poll_s = std::min(0.5, meter.max_poll_interval_s() / 2);
-  while (Clock::now() < until) {
-    std::this_thread::sleep_for(
-        std::chrono::duration<double>(std::min(poll_s, seconds_between(Clock::now(), until))));
-    meter.sample();
-  }
-  const EnergyWindow window = meter.stop();
+  const AlignedWindow idle = run_aligned_window(
+      meter, seconds, kDensePollS,
+      [] { std::this_thread::sleep_for(std::chrono::duration<double>(kDensePollS)); }, [] {});
+  const EnergyWindow& window = idle.window;
   if (!window.energy_j || window.duration_s <= 0) {
     if (why != nullptr) *why = window.unavailable_reason;
     return std::nullopt;
@@ -300,29 +387,19 @@ void measure_energy(Session& session, const Protocol& protocol, EnergyMeter& met
     return;
   }
   watch.begin();
-  const double poll_s = std::min(0.5, meter.max_poll_interval_s() / 2);
-  std::int64_t inferences = 0;
   const auto start = Clock::now();
-  auto last_poll = start;
-  meter.start();
-  while (seconds_between(start, Clock::now()) < protocol.energy_window_min_s) {
-    run_once(session);
-    ++inferences;
-    if (seconds_between(last_poll, Clock::now()) >= poll_s) {
-      meter.sample();
-      last_poll = Clock::now();
-    }
-    watch.poll();
-  }
-  const EnergyWindow window = meter.stop();
+  AlignedWindow run = run_aligned_window(
+      meter, protocol.energy_window_min_s, std::min(0.5, meter.max_poll_interval_s() / 2),
+      [&] { run_once(session); }, [&] { watch.poll(); });
   watch.end();
   measurement.energy_s = seconds_between(start, Clock::now());
-  measurement.energy_window_s = window.duration_s;
-  measurement.energy_window_inferences = inferences;
-  if (window.energy_j && inferences > 0) {
-    measurement.energy_j = *window.energy_j / static_cast<double>(inferences);
+  measurement.energy_window_s = run.window.duration_s;
+  measurement.energy_window_inferences = run.works;
+  measurement.provenance["energy_window"] = std::move(run.alignment);
+  if (run.window.energy_j && run.works > 0) {
+    measurement.energy_j = *run.window.energy_j / static_cast<double>(run.works);
   } else {
-    measurement.energy_null_reason = window.unavailable_reason;
+    measurement.energy_null_reason = run.window.unavailable_reason;
   }
 }
 

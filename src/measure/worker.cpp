@@ -11,6 +11,7 @@
 
 #include <cerrno>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <iostream>
 
@@ -270,7 +271,10 @@ Measurement measure_in_worker(const WorkerCommand& command, const std::string& d
 }
 
 std::unique_ptr<EnergyMeter> open_energy_meter(const DeviceInfo& device) {
-  if (device.kind == "cpu") return open_cpu_energy_meter();
+  if (device.kind == "cpu") {
+    const char* root = std::getenv(kTelemetryRootVariable);
+    return open_cpu_energy_meter(root != nullptr && *root != '\0' ? root : "/");
+  }
   if (device.kind == "cuda") return open_nvml_energy_meter(device.uuid);
   return std::make_unique<NoSensorMeter>("no energy meter for " + device.kind +
                                          " devices in this build");

@@ -22,6 +22,10 @@ using report_detail::format_number;
 using report_detail::json;
 using report_detail::Page;
 
+constexpr const char* kNoHtmlReport =
+    "this carb was built without the HTML report (CARB_REPORT=OFF: no Vega-Lite scripts); "
+    "carb characterize prints the same figures";
+
 constexpr const char* kStyle = R"css(
 body { font: 14px/1.45 "DejaVu Sans", Helvetica, Arial, sans-serif; color: #222; margin: 0;
        background: #fafafa; }
@@ -356,7 +360,12 @@ std::string screening_html(const ReportInput& input, const Page& page) {
 
 }  // namespace
 
+void require_html_report() {
+  if (report_detail::vega_scripts().empty()) throw Error(ErrorCategory::kUsage, kNoHtmlReport);
+}
+
 std::string render_report(const ReportInput& input) {
+  require_html_report();
   CARB_CHECK(input.data != nullptr && input.characterization != nullptr, "report needs data");
   Page page;
   report_detail::add_overview(page, *input.data);

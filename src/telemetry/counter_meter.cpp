@@ -60,6 +60,7 @@ bool CounterMeter::read_all(std::vector<std::uint64_t>& values) {
 
 void CounterMeter::start() {
   in_window_ = true;
+  last_sample_changed_ = false;
   window_failure_.clear();
   accumulated_counts_.assign(counters_.size(), 0);
   start_time_ = Clock::now();
@@ -69,6 +70,7 @@ void CounterMeter::start() {
 
 void CounterMeter::sample() {
   CARB_CHECK(in_window_, "EnergyMeter::sample() outside a window");
+  last_sample_changed_ = false;
   if (!window_failure_.empty()) {
     return;  // the window is already lost; further reads cannot restore it
   }
@@ -76,6 +78,7 @@ void CounterMeter::sample() {
   if (!read_all(counts)) {
     return;
   }
+  last_sample_changed_ = counts != last_counts_;
   const Clock::time_point now = Clock::now();
   const double gap_s = std::chrono::duration<double>(now - last_read_time_).count();
   if (gap_s > max_poll_interval_s()) {
@@ -93,6 +96,14 @@ void CounterMeter::sample() {
   }
   last_counts_ = std::move(counts);
   last_read_time_ = now;
+}
+
+bool CounterMeter::last_sample_changed() const { return last_sample_changed_; }
+
+void CounterMeter::restart_from_last_reading() {
+  CARB_CHECK(in_window_, "EnergyMeter::restart_from_last_reading() outside a window");
+  accumulated_counts_.assign(counters_.size(), 0);
+  start_time_ = last_read_time_;
 }
 
 EnergyWindow CounterMeter::stop() {

@@ -32,6 +32,8 @@ class CounterMeter : public EnergyMeter {
   void start() override;
   void sample() override;
   EnergyWindow stop() override;
+  bool last_sample_changed() const override;
+  void restart_from_last_reading() override;
 
  protected:
   explicit CounterMeter(std::vector<CounterSpec> counters);
@@ -55,6 +57,7 @@ class CounterMeter : public EnergyMeter {
   std::vector<std::uint64_t> last_counts_;
   std::vector<std::uint64_t> accumulated_counts_;
   std::string window_failure_;  // why this window has no energy; empty while it is sound
+  bool last_sample_changed_ = false;
 };
 
 }  // namespace carb::telemetry_detail

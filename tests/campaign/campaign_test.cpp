@@ -12,39 +12,14 @@
 
 #include "carb/campaign.hpp"
 #include "carb/error.hpp"
+#include "campaign_fixtures.hpp"
 
 namespace carb {
 namespace {
 
-std::vector<Config> tiny_configs(int count) {
-  std::vector<Config> configs;
-  for (int i = 0; i < count; ++i) {
-    configs.push_back(parse_key("basic10_w0.25_nods_r32_b" + std::to_string(i + 1) + "_fp32_k10"));
-  }
-  return configs;
-}
-
-CampaignOptions quick_options(const std::string& db) {
-  CampaignOptions options;
-  options.name = "test";
-  options.spec_text = "tiny configurations";
-  options.db_path = db;
-  options.device = "cpu";
-  options.protocol.warmup_min_s = 0.01;
-  options.protocol.min_time_s = 0.02;
-  options.protocol.max_time_s = 0.2;
-  options.protocol.target_relative_ci = 0.5;
-  options.protocol.timeout_s = 60;
-  options.worker = {CARB_BINARY, {"__worker"}};
-  options.idle_window_s = 0.1;
-  return options;
-}
-
-std::string fresh_db(const std::string& name) {
-  const std::string path = testing::TempDir() + name;
-  for (const char* suffix : {"", "-wal", "-shm"}) std::filesystem::remove(path + suffix);
-  return path;
-}
+using testing::fresh_db;
+using testing::quick_options;
+using testing::tiny_configs;
 
 TEST(Campaign, MeasuresThenResumesWithoutRepeating) {
   const std::string db = fresh_db("resume.sqlite");

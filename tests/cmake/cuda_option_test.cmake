@@ -24,3 +24,23 @@ expect(ON FALSE FALSE "the CUDA toolkit was not found" ERROR "-DCARB_CUDA=OFF")
 expect(OFF TRUE TRUE "" OFF "CARB_CUDA=OFF")
 expect(OFF FALSE FALSE "whatever" OFF "CARB_CUDA=OFF")
 expect(MAYBE TRUE TRUE "" ERROR "must be AUTO, ON or OFF, not 'MAYBE'")
+
+# The cuBLAS header lookup over FindCUDAToolkit's include folders, which CMake 3.31.8+ and 4.x
+# make a list (nvcc's include/cccl beside the toolkit's include with CUDA 13): folders made here.
+set(root "${CMAKE_CURRENT_BINARY_DIR}/carb-cublas-lookup")
+file(REMOVE_RECURSE "${root}")
+file(MAKE_DIRECTORY "${root}/cuda/include/cccl" "${root}/empty")
+file(WRITE "${root}/cuda/include/cublas_v2.h" "")
+function(expect_cublas dirs want)
+  carb_find_cublas_header("${dirs}" found)
+  if(NOT found STREQUAL want)
+    message(SEND_ERROR "cublas_v2.h lookup in '${dirs}': got '${found}', want '${want}'")
+  endif()
+endfunction()
+expect_cublas("${root}/cuda/include" "${root}/cuda/include")
+# The list CMake 4 gives: the header's folder second, after cccl.
+expect_cublas("${root}/cuda/include/cccl;${root}/cuda/include" "${root}/cuda/include")
+expect_cublas("${root}/cuda/include;${root}/cuda/include/cccl" "${root}/cuda/include")
+expect_cublas("${root}/empty;${root}/cuda/include/cccl" "")
+expect_cublas("" "")
+file(REMOVE_RECURSE "${root}")

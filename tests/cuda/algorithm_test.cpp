@@ -8,6 +8,8 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -74,6 +76,91 @@ TEST(ChooseAlgorithm, Fp32NeverTakesTensorOpMath) {
   EXPECT_EQ(choose_algorithm(candidates, kMaxWorkspaceBytes, false), 0u);
   EXPECT_EQ(choose_algorithm(std::span(candidates).first(2), kMaxWorkspaceBytes, true),
             std::nullopt);
+}
+
+// A query that answers with `by_math`'s list for each math type it is asked under, and records
+// the order it was asked in.
+struct ScriptedQuery {
+  std::map<cudnnMathType_t, std::vector<cudnnConvolutionFwdAlgoPerf_t>> by_math;
+  std::vector<cudnnMathType_t> asked;
+  std::vector<cudnnConvolutionFwdAlgoPerf_t> operator()(cudnnMathType_t math) {
+    asked.push_back(math);
+    const auto found = by_math.find(math);
+    return found == by_math.end() ? std::vector<cudnnConvolutionFwdAlgoPerf_t>{} : found->second;
+  }
+};
+
+TEST(ChooseAlgorithmOverMaths, HalfPrecisionTakesTensorOpMathWhenOffered) {
+  ScriptedQuery query;
+  query.by_math[CUDNN_TENSOR_OP_MATH] = {
+      candidate(CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD, CUDNN_STATUS_NOT_SUPPORTED, 0,
+                CUDNN_TENSOR_OP_MATH),
+      candidate(CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM, CUDNN_STATUS_SUCCESS, 0,
+                CUDNN_TENSOR_OP_MATH)};
+  const auto choice = choose_algorithm_over_maths(std::ref(query), kMaxWorkspaceBytes, false);
+  ASSERT_TRUE(choice.has_value());
+  EXPECT_EQ(choice->candidate.algo, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM);
+  EXPECT_EQ(choice->math, CUDNN_TENSOR_OP_MATH);
+  EXPECT_EQ(choice->asked, CUDNN_TENSOR_OP_MATH);
+  EXPECT_EQ(choice->rank, 1u);
+  EXPECT_EQ(choice->returned, 2u);
+  EXPECT_FALSE(choice->fell_back);
+  // Default math was never asked for.
+  EXPECT_EQ(query.asked, std::vector<cudnnMathType_t>{CUDNN_TENSOR_OP_MATH});
+}
+
+TEST(ChooseAlgorithmOverMaths, OddChannelsInHalfPrecisionFallBackToDefaultMath) {
+  // What cuDNN may answer for fp16 with 3 or 13 channels: every tensor-op candidate unsupported
+  // (or none at all); under default math a plain implicit GEMM.
+  for (const bool none_at_all : {false, true}) {
+    ScriptedQuery query;
+    if (!none_at_all) {
+      query.by_math[CUDNN_TENSOR_OP_MATH] = {
+          candidate(CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM,
+                    CUDNN_STATUS_NOT_SUPPORTED, 0, CUDNN_TENSOR_OP_MATH),
+          candidate(CUDNN_CONVOLUTION_FWD_ALGO_FFT, CUDNN_STATUS_SUCCESS,
+                    std::size_t{4} << 30, CUDNN_TENSOR_OP_MATH)};  // over the workspace cap
+    }
+    query.by_math[CUDNN_DEFAULT_MATH] = {candidate(CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM,
+                                                   CUDNN_STATUS_SUCCESS, 0, CUDNN_DEFAULT_MATH)};
+    std::size_t offered = 99;
+    const auto choice =
+        choose_algorithm_over_maths(std::ref(query), kMaxWorkspaceBytes, false, &offered);
+    ASSERT_TRUE(choice.has_value()) << none_at_all;
+    EXPECT_EQ(choice->candidate.algo, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM);
+    EXPECT_EQ(choice->math, CUDNN_DEFAULT_MATH);
+    EXPECT_EQ(choice->asked, CUDNN_DEFAULT_MATH);
+    EXPECT_TRUE(choice->fell_back);
+    EXPECT_EQ(offered, 99u);  // only set when nothing was found
+    EXPECT_EQ(query.asked,
+              (std::vector<cudnnMathType_t>{CUDNN_TENSOR_OP_MATH, CUDNN_DEFAULT_MATH}));
+  }
+}
+
+TEST(ChooseAlgorithmOverMaths, Fp32AsksOnlyForFmaAndRunsWithIt) {
+  ScriptedQuery query;
+  query.by_math[CUDNN_FMA_MATH] = {
+      candidate(CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM, CUDNN_STATUS_SUCCESS, 0,
+                CUDNN_TENSOR_OP_MATH),  // skipped: fp32 is never TF32
+      candidate(CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD, CUDNN_STATUS_SUCCESS, 0, CUDNN_DEFAULT_MATH)};
+  const auto choice = choose_algorithm_over_maths(std::ref(query), kMaxWorkspaceBytes, true);
+  ASSERT_TRUE(choice.has_value());
+  EXPECT_EQ(choice->candidate.algo, CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD);
+  EXPECT_EQ(choice->math, CUDNN_FMA_MATH);
+  EXPECT_EQ(query.asked, std::vector<cudnnMathType_t>{CUDNN_FMA_MATH});
+}
+
+TEST(ChooseAlgorithmOverMaths, NothingUsableUnderAnyMathCountsWhatWasOffered) {
+  ScriptedQuery query;
+  query.by_math[CUDNN_TENSOR_OP_MATH] = {candidate(
+      CUDNN_CONVOLUTION_FWD_ALGO_GEMM, CUDNN_STATUS_NOT_SUPPORTED, 0, CUDNN_TENSOR_OP_MATH)};
+  query.by_math[CUDNN_DEFAULT_MATH] = {
+      candidate(CUDNN_CONVOLUTION_FWD_ALGO_GEMM, CUDNN_STATUS_NOT_SUPPORTED, 0, CUDNN_DEFAULT_MATH),
+      candidate(CUDNN_CONVOLUTION_FWD_ALGO_FFT, CUDNN_STATUS_NOT_SUPPORTED, 0, CUDNN_DEFAULT_MATH)};
+  std::size_t offered = 0;
+  EXPECT_EQ(choose_algorithm_over_maths(std::ref(query), kMaxWorkspaceBytes, false, &offered),
+            std::nullopt);
+  EXPECT_EQ(offered, 3u);
 }
 
 TEST(AlgorithmNames, RoundTripEveryAlgorithmAndMath) {

@@ -103,6 +103,35 @@ std::optional<std::size_t> choose_algorithm(
   return std::nullopt;
 }
 
+std::vector<cudnnMathType_t> math_attempts(bool fp32) {
+  if (fp32) return {CUDNN_FMA_MATH};
+  return {CUDNN_TENSOR_OP_MATH, CUDNN_DEFAULT_MATH};
+}
+
+std::optional<AlgorithmChoice> choose_algorithm_over_maths(
+    const std::function<std::vector<cudnnConvolutionFwdAlgoPerf_t>(cudnnMathType_t)>& query,
+    std::int64_t workspace_limit_bytes, bool fp32, std::size_t* offered) {
+  std::size_t total = 0;
+  bool fell_back = false;
+  for (const cudnnMathType_t asked : math_attempts(fp32)) {
+    const std::vector<cudnnConvolutionFwdAlgoPerf_t> candidates = query(asked);
+    total += candidates.size();
+    if (const auto chosen = choose_algorithm(candidates, workspace_limit_bytes, fp32)) {
+      AlgorithmChoice choice;
+      choice.candidate = candidates[*chosen];
+      choice.asked = asked;
+      choice.math = fp32 ? CUDNN_FMA_MATH : choice.candidate.mathType;
+      choice.rank = *chosen;
+      choice.returned = candidates.size();
+      choice.fell_back = fell_back;
+      return choice;
+    }
+    fell_back = true;
+  }
+  if (offered != nullptr) *offered = total;
+  return std::nullopt;
+}
+
 std::string ConvolutionKey::to_string() const {
   std::ostringstream text;
   text << "n" << n << " c" << c << " h" << h << " w" << w << " k" << k << " r" << r << " s" << s

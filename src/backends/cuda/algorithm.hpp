@@ -6,11 +6,13 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <optional>
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace carb::cuda {
 
@@ -34,6 +36,30 @@ std::optional<cudnnMathType_t> parse_math(std::string_view name);
 std::optional<std::size_t> choose_algorithm(
     std::span<const cudnnConvolutionFwdAlgoPerf_t> candidates, std::int64_t workspace_limit_bytes,
     bool fp32);
+
+/// The math types a convolution's algorithms are asked for, in order: fp32 only FMA (IEEE single
+/// precision); fp16 and bf16 tensor-op math first, then default math, because cuDNN may offer no
+/// tensor-op algorithm for channel counts its tensor-core kernels do not take (3, 6, 13, 51).
+std::vector<cudnnMathType_t> math_attempts(bool fp32);
+
+/// An algorithm chosen over math_attempts(): the candidate, the math type the descriptor was set
+/// to when cuDNN offered it, and the math type it runs with (FMA for fp32, else the candidate's).
+struct AlgorithmChoice {
+  cudnnConvolutionFwdAlgoPerf_t candidate{};
+  cudnnMathType_t asked = CUDNN_DEFAULT_MATH;
+  cudnnMathType_t math = CUDNN_DEFAULT_MATH;
+  std::size_t rank = 0;      ///< its place among that attempt's candidates, from 0
+  std::size_t returned = 0;  ///< how many candidates that attempt returned
+  bool fell_back = false;    ///< whether an earlier math type offered nothing usable
+};
+
+/// For each of math_attempts(fp32) in turn, `query` sets the convolution's math type and returns
+/// cuDNN's candidates (empty when cuDNN refused the request); the first attempt with a usable
+/// candidate (choose_algorithm) wins. nullopt when none has one; `offered` then counts what
+/// every attempt returned.
+std::optional<AlgorithmChoice> choose_algorithm_over_maths(
+    const std::function<std::vector<cudnnConvolutionFwdAlgoPerf_t>(cudnnMathType_t)>& query,
+    std::int64_t workspace_limit_bytes, bool fp32, std::size_t* offered = nullptr);
 
 /// What identifies a convolution for the find cache: its shapes, element type, layout and math,
 /// the GPU model and the cuDNN version. Two configurations with the same convolution share it.

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <new>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -540,14 +541,40 @@ class CudaSession final : public Session {
     choose_algorithm_for(s, in, out, conv);
     // The math the chosen algorithm runs with; fp32 stays FMA (never TF32).
     CARB_CUDNN(cudnnSetConvolutionMathType(convolution, s.math));
+    ++convolutions_by_math_[std::string(math_name(s.math))];
     return std::make_unique<ConvStep>(std::move(s));
   }
 
   void choose_algorithm_for(ConvStep::Setup& s, const Shape& in, const Shape& out,
                             const Layer& conv) {
     const bool fp32 = precision_ == Precision::kFp32;
-    std::array<cudnnConvolutionFwdAlgoPerf_t, CUDNN_CONVOLUTION_FWD_ALGO_COUNT> candidates{};
-    int returned = 0;
+    // cuDNN's candidates with the convolution's math type set to `math`; none when it refuses.
+    const auto candidates_with = [&](cudnnMathType_t math, bool find) {
+      std::array<cudnnConvolutionFwdAlgoPerf_t, CUDNN_CONVOLUTION_FWD_ALGO_COUNT> found{};
+      int returned = 0;
+      cudnnStatus_t status = cudnnSetConvolutionMathType(s.conv.get(), math);
+      if (status == CUDNN_STATUS_SUCCESS && find) {
+        status = cudnnFindConvolutionForwardAlgorithmEx(
+            cudnn_.get(), s.x.get(), s.x_data, s.w.get(), s.weights.data(), s.conv.get(),
+            s.y.get(), s.y_data, static_cast<int>(found.size()), &returned, found.data(),
+            find_workspace_.data(), static_cast<std::size_t>(find_workspace_.bytes()));
+      } else if (status == CUDNN_STATUS_SUCCESS) {
+        status = cudnnGetConvolutionForwardAlgorithm_v7(cudnn_.get(), s.x.get(), s.w.get(),
+                                                        s.conv.get(), s.y.get(),
+                                                        static_cast<int>(found.size()), &returned,
+                                                        found.data());
+      }
+      if (status != CUDNN_STATUS_SUCCESS) {
+        if (!is_refusal(status)) throw_cudnn(status, "cuDNN algorithm query", __FILE__, __LINE__);
+        returned = 0;
+      }
+      return std::vector<cudnnConvolutionFwdAlgoPerf_t>(found.begin(), found.begin() + returned);
+    };
+    // Which math the choice took, for the kernel record.
+    const auto math_note = [](const AlgorithmChoice& choice) {
+      return choice.fell_back ? std::string(", default math: tensor-op math offered none usable")
+                              : std::string();
+    };
     if (find_cache_) {
       ConvolutionKey key;
       key.n = in.n, key.c = in.c, key.h = in.h, key.w = in.w;
@@ -566,33 +593,30 @@ class CudaSession final : public Session {
         ++find_hits_;
         return;
       }
-      CARB_CUDNN(cudnnFindConvolutionForwardAlgorithmEx(
-          cudnn_.get(), s.x.get(), s.x_data, s.w.get(), s.weights.data(), s.conv.get(), s.y.get(),
-          s.y_data, static_cast<int>(candidates.size()), &returned, candidates.data(),
-          find_workspace_.data(), static_cast<std::size_t>(find_workspace_.bytes())));
-      const auto chosen = choose_algorithm({candidates.data(), static_cast<std::size_t>(returned)},
-                                           find_workspace_.bytes(), fp32);
-      if (!chosen) throw no_algorithm(s, "cudnnFindConvolutionForwardAlgorithmEx", returned);
-      const cudnnConvolutionFwdAlgoPerf_t& best = candidates[*chosen];
-      s.algorithm = best.algo;
-      s.math = fp32 ? CUDNN_FMA_MATH : best.mathType;
-      s.workspace_bytes = static_cast<std::int64_t>(best.memory);
-      s.selection = "cudnnFind #" + std::to_string(*chosen + 1) + " of " +
-                    std::to_string(returned) + ", " + std::to_string(best.time) + " ms";
-      find_cache_->store(text, {best.algo, s.math, s.workspace_bytes, best.time});
+      std::size_t offered = 0;
+      const auto choice = choose_algorithm_over_maths(
+          [&](cudnnMathType_t math) { return candidates_with(math, true); },
+          find_workspace_.bytes(), fp32, &offered);
+      if (!choice) throw no_algorithm(s, "cudnnFindConvolutionForwardAlgorithmEx", offered);
+      s.algorithm = choice->candidate.algo;
+      s.math = choice->math;
+      s.workspace_bytes = static_cast<std::int64_t>(choice->candidate.memory);
+      s.selection = "cudnnFind #" + std::to_string(choice->rank + 1) + " of " +
+                    std::to_string(choice->returned) + ", " +
+                    std::to_string(choice->candidate.time) + " ms" + math_note(*choice);
+      find_cache_->store(text, {s.algorithm, s.math, s.workspace_bytes, choice->candidate.time});
       ++find_searches_;
       return;
     }
-    CARB_CUDNN(cudnnGetConvolutionForwardAlgorithm_v7(
-        cudnn_.get(), s.x.get(), s.w.get(), s.conv.get(), s.y.get(),
-        static_cast<int>(candidates.size()), &returned, candidates.data()));
-    const auto chosen = choose_algorithm({candidates.data(), static_cast<std::size_t>(returned)},
-                                         kMaxWorkspaceBytes, fp32);
-    if (!chosen) throw no_algorithm(s, "cudnnGetConvolutionForwardAlgorithm_v7", returned);
-    const cudnnConvolutionFwdAlgoPerf_t& best = candidates[*chosen];
-    s.algorithm = best.algo;
-    s.math = fp32 ? CUDNN_FMA_MATH : best.mathType;
-    s.selection = "heuristic #" + std::to_string(*chosen + 1) + " of " + std::to_string(returned);
+    std::size_t offered = 0;
+    const auto choice = choose_algorithm_over_maths(
+        [&](cudnnMathType_t math) { return candidates_with(math, false); }, kMaxWorkspaceBytes,
+        fp32, &offered);
+    if (!choice) throw no_algorithm(s, "cudnnGetConvolutionForwardAlgorithm_v7", offered);
+    s.algorithm = choice->candidate.algo;
+    s.math = choice->math;
+    s.selection = "heuristic #" + std::to_string(choice->rank + 1) + " of " +
+                  std::to_string(choice->returned) + math_note(*choice);
     // The workspace of the algorithm with the math it will run with.
     CARB_CUDNN(cudnnSetConvolutionMathType(s.conv.get(), s.math));
     std::size_t workspace = 0;
@@ -601,11 +625,12 @@ class CudaSession final : public Session {
     s.workspace_bytes = static_cast<std::int64_t>(workspace);
   }
 
-  Error no_algorithm(const ConvStep::Setup& s, const char* source, int returned) const {
+  Error no_algorithm(const ConvStep::Setup& s, const char* source, std::size_t offered) const {
     return Error(ErrorCategory::kRuntime,
                  "cuDNN: " + std::string(source) + " offered no usable algorithm for " + s.name +
-                     " of " + to_key(network_.config) + " (" + std::to_string(returned) +
-                     " candidates; fp32 excludes tensor-op math, workspaces are capped at " +
+                     " of " + to_key(network_.config) + " (" + std::to_string(offered) +
+                     " candidates over every math type tried; fp32 excludes tensor-op math, "
+                     "workspaces are capped at " +
                      mib(kMaxWorkspaceBytes) + ")");
   }
 
@@ -722,7 +747,10 @@ class CudaSession final : public Session {
     details_["math"] =
         precision_ == Precision::kFp32
             ? "fp32: cuDNN CUDNN_FMA_MATH, cuBLAS CUBLAS_COMPUTE_32F (no TF32)"
-            : std::string(to_string(precision_)) + ": tensor-op math, fp32 accumulation";
+            : std::string(to_string(precision_)) +
+                  ": tensor-op math where cuDNN offers it, else default math; fp32 accumulation";
+    // How many convolutions run with each math type (a conv's kernel record says which).
+    details_["convolutions_by_math"] = convolutions_by_math_;
     nlohmann::json selection = {{"mode", options_.cudnn_find ? "find" : "heuristic"}};
     if (find_cache_) {
       selection["cache"] = find_cache_->file().string();
@@ -748,6 +776,7 @@ class CudaSession final : public Session {
   std::int64_t element_bytes_;
   SessionOptions options_;
   nlohmann::json details_ = nlohmann::json::object();
+  std::map<std::string, int> convolutions_by_math_;
   // Everything below is released before the allocator and the handles it depends on.
   DeviceAllocator allocator_;
   Stream stream_;
