@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# carb's main job: design spaces and their features, a short real profiling campaign on this
-# machine's CPU, the CARB predictor fitted on the shipped reference campaign, screening to a
-# Pareto shortlist and its validation by measurement, the characterization of what was measured,
-# and the HTML report. A second run resumes: measured configurations are not measured again and
+# carb's main job: design spaces and their features, the CARB predictor fitted on the shipped
+# reference campaign, carried to this machine from 16 configurations measured here (chosen for
+# it) and scored on 24 more, screening to a Pareto shortlist and its validation by measurement,
+# the characterization of what was measured, and the HTML report. A second run resumes: measured configurations are not measured again and
 # the model is reused while it is newer than carb and the reference campaign.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -39,13 +39,6 @@ echo "== this machine's devices"
 "$carb" devices
 
 echo
-echo "== profiling a stratified sample of 24 configurations of cpu-demo.yaml on the CPU"
-"$carb" profile --spec examples/spaces/cpu-demo.yaml --sample 24 --seed 7 --sampling stratified \
-  --device cpu --db "$out/runs.sqlite" --target-ci 0.02 --max-time 2
-"$carb" export --db "$out/runs.sqlite" --format csv -o "$out/runs.csv"
-echo "database: $out/runs.sqlite; measurements with features: $out/runs.csv"
-
-echo
 echo "== the CARB predictor, fitted on the shipped reference campaign (data/README.md)"
 [ -s "$out/cpu-reference.sqlite" ] || xz -dc data/cpu-reference.sqlite.xz > "$out/cpu-reference.sqlite"
 if [ -s "$out/cpu-model.json" ] && [ "$out/cpu-model.json" -nt "$carb" ] &&
@@ -57,13 +50,33 @@ else
 fi
 
 echo
-echo "== the reference model scored on this machine's 24 measurements"
+echo "== measuring the 16 configurations a transfer of that model to this machine learns most from"
+"$carb" profile --spec examples/spaces/cpu-demo.yaml --transfer-for "$out/cpu-model.json" \
+  --sample 16 --seed 1 --device cpu --db "$out/calibration.sqlite" --target-ci 0.02 --max-time 2
+
+echo
+echo "== the model transferred to this machine from those 16 measurements (docs/model.md, Transfer)"
+"$carb" fit --from "$out/cpu-model.json" --db "$out/calibration.sqlite" \
+  -o "$out/cpu-model-here.json" --threads 1
+
+echo
+echo "== 24 further configurations of cpu-demo.yaml measured on the CPU, to score both models on"
+"$carb" profile --spec examples/spaces/cpu-demo.yaml --sample 24 --seed 7 --sampling stratified \
+  --device cpu --db "$out/runs.sqlite" --target-ci 0.02 --max-time 2
+"$carb" export --db "$out/runs.sqlite" --format csv -o "$out/runs.csv"
+echo "database: $out/runs.sqlite; measurements with features: $out/runs.csv"
+
+echo
+echo "== the reference model scored on those 24 measurements (no transfer)"
 "$carb" evaluate --model "$out/cpu-model.json" --db "$out/runs.sqlite"
+echo
+echo "== the transferred model scored on the same 24 measurements"
+"$carb" evaluate --model "$out/cpu-model-here.json" --db "$out/runs.sqlite"
 
 budget='latency<=2ms,memory<=32MiB'
 echo
-echo "== screening cpu-demo.yaml to a Pareto shortlist under $budget"
-"$carb" screen --model "$out/cpu-model.json" --spec examples/spaces/cpu-demo.yaml \
+echo "== screening cpu-demo.yaml to a Pareto shortlist under $budget, with the transferred model"
+"$carb" screen --model "$out/cpu-model-here.json" --spec examples/spaces/cpu-demo.yaml \
   --budget "$budget" -o "$out/shortlist.csv" --json "$out/shortlist.json" \
   --candidates "$out/candidates.csv"
 
@@ -83,7 +96,8 @@ echo "== the report"
   --candidates "$out/candidates.csv" --budget "$budget" -o "$out/report.html"
 
 echo
-echo "outputs: $out/runs.sqlite (this machine's measurements), $out/cpu-model.json (model),"
+echo "outputs: $out/calibration.sqlite and $out/runs.sqlite (this machine's measurements),"
+echo "         $out/cpu-model.json (the reference's model), $out/cpu-model-here.json (transferred here),"
 echo "         $out/shortlist.csv, $out/shortlist.json and $out/candidates.csv (screening),"
 echo "         $out/validate.sqlite (the shortlist measured), $out/report.html (the report: open it"
 echo "         in a browser; it needs no network)"

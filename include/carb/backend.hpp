@@ -51,6 +51,15 @@ struct DeviceInfo {
   std::string driver;             ///< GPU driver version (NVML); empty for CPUs or without NVML
 };
 
+/// What decides a device's engine, as the device fingerprint's part after the host's:
+/// "KIND|LIBRARY|isa=ISA|threads=N", and for GPUs "|gpu=NAME|memory=BYTES|driver=VERSION".
+/// Two devices with the same engine fingerprint lay out, plan and run a network the same way.
+std::string engine_fingerprint(const DeviceInfo& info);
+
+/// The engine part of a device fingerprint (everything after the host's part, without its
+/// leading '|'); the whole text when it has no '|'.
+std::string engine_part(const std::string& device_fingerprint);
+
 /// How a session runs where a device offers a choice; a device ignores what it does not offer
 /// (the CPU engine offers none of these).
 struct SessionOptions {
@@ -79,6 +88,7 @@ struct MemoryUsage {
   std::int64_t peak_bytes = 0;
 
   std::int64_t steady_bytes() const { return weight_bytes + activation_bytes + scratchpad_bytes; }
+  bool operator==(const MemoryUsage&) const = default;
 };
 
 /// One kernel a session runs, for provenance.
@@ -144,6 +154,16 @@ class Device {
   /// prepare() with the default options.
   std::unique_ptr<Session> prepare(const Config& config, std::uint64_t seed) const {
     return prepare(config, seed, SessionOptions{});
+  }
+
+  /// The MemoryUsage prepare() would reach, from the engine's plan alone (its kernels' chosen
+  /// layouts, the arena plan, the scratchpad): nothing allocated, generated or run, so it is
+  /// cheap next to prepare(). nullopt where the engine cannot plan ahead (the CUDA engine,
+  /// whose workspaces depend on cuDNN's algorithm choice on the GPU). Throws as prepare() does
+  /// for an unsupported configuration.
+  virtual std::optional<MemoryUsage> plan_memory(const Config& config) const {
+    (void)config;
+    return std::nullopt;
   }
 
   /// For a process that prepares one configuration after another (a reused campaign worker):

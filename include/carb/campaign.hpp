@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -80,12 +81,14 @@ struct CampaignProgress {
 struct CampaignSummary {
   std::string device_id;
   std::string device_fingerprint;
+  /// The host as every row records it (provenance.host): identity, instance and speed probe.
+  nlohmann::json host = nlohmann::json::object();
   std::int64_t campaign_id = 0;
-  std::int64_t selected = 0;                     ///< configurations given
-  std::int64_t in_shard = 0;                     ///< measurements of those in this shard, all rounds
-  std::int64_t already_done = 0;                 ///< final, or failed too often, before this run
-  std::int64_t claimed_elsewhere = 0;            ///< left to another process measuring them
-  std::int64_t not_started = 0;                  ///< left because the time budget ran out
+  std::int64_t selected = 0;           ///< configurations given
+  std::int64_t in_shard = 0;           ///< measurements of those in this shard, all rounds
+  std::int64_t already_done = 0;       ///< final, or failed too often, before this run
+  std::int64_t claimed_elsewhere = 0;  ///< left to another process measuring them
+  std::int64_t not_started = 0;        ///< left because the time budget ran out
   std::map<std::string, std::int64_t> measured;  ///< this run's outcomes by status name
   std::optional<double> idle_power_w;
   std::string idle_power_null_reason;
@@ -94,11 +97,11 @@ struct CampaignSummary {
   double prepare_s = 0;    ///< building sessions inside workers
   /// Measurements during whose timing other work took >= kContendedShare of the CPUs.
   std::int64_t contended = 0;
-  int mpi_rank = 0;             ///< this process's rank under --mpi (only rank 0 has the rest)
-  int mpi_ranks = 1;            ///< ranks in the MPI job
-  std::int64_t ranks_lost = 0;  ///< measuring ranks that died or never started
-  std::int64_t reissued = 0;    ///< configurations handed out again after their rank was lost
-  std::int64_t probes = 0;      ///< drift probes measured, whatever their status
+  int mpi_rank = 0;              ///< this process's rank under --mpi (only rank 0 has the rest)
+  int mpi_ranks = 1;             ///< ranks in the MPI job
+  std::int64_t ranks_lost = 0;   ///< measuring ranks that died or never started
+  std::int64_t reissued = 0;     ///< configurations handed out again after their rank was lost
+  std::int64_t probes = 0;       ///< drift probes measured, whatever their status
   std::vector<double> probe_ms;  ///< the ok, uncontended probes' median latencies, in order
   double probe_s = 0;            ///< wall time the probes took, workers included
   std::string probe_failure;     ///< the first failed probe's status and detail

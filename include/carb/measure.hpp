@@ -175,10 +175,10 @@ Measurement measure_in_worker(const WorkerCommand& command, const std::string& d
 /// The worker's side: finds the device, then reads requests from stdin, one JSON line each
 /// ({"key", "protocol"}), measures each and answers one JSON line on stdout ({"measurement",
 /// "reusable"}; reusable is false after a failed configuration, and where the process cannot
-/// reset its peak-RSS mark, so the next configuration needs a fresh process). Ends at the end of its input. For tests, the
-/// environment variable CARB_WORKER_FAULT injects a fault after prepare: a comma-separated list
-/// of "KIND" (every configuration) or "KIND:KEY" (that one), KIND being segv, abort, hang or
-/// alloc. Returns the exit code.
+/// reset its peak-RSS mark, so the next configuration needs a fresh process). Ends at the end of
+/// its input. For tests, the environment variable CARB_WORKER_FAULT injects a fault after prepare:
+/// a comma-separated list of "KIND" (every configuration) or "KIND:KEY" (that one), KIND being
+/// segv, abort, hang or alloc. Returns the exit code.
 int worker_main(const std::string& device_id);
 
 }  // namespace carb

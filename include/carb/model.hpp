@@ -4,7 +4,9 @@
 // and the versioned JSON model file that holds it.
 #pragma once
 
+#include <array>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -16,6 +18,11 @@
 #include "carb/store.hpp"
 
 namespace carb {
+
+namespace model_detail {
+class TransferLayer;
+struct PredictorFactory;
+}  // namespace model_detail
 
 // ---------------------------------------------------------------------------------------------
 // Data
@@ -38,9 +45,9 @@ std::optional<DriftMode> parse_drift_mode(std::string_view text);
 /// running as fast as when the probe took reference_ms.
 struct DriftCorrection {
   bool applied = false;
-  std::string probe_key;    ///< the probe configuration
-  double reference_ms = 0;  ///< the probe latency of factor 1
-  std::size_t probes = 0;   ///< probes in the curve
+  std::string probe_key;                  ///< the probe configuration
+  double reference_ms = 0;                ///< the probe latency of factor 1
+  std::size_t probes = 0;                 ///< probes in the curve
   double min_factor = 1, max_factor = 1;  ///< over the rows
   std::string reason;                     ///< why it was not applied
 };
@@ -63,6 +70,11 @@ struct Dataset {
   /// Configurations measured more than once, each a row of their median (combine_repeated).
   RepeatCount repeated;
   DriftCorrection drift;  ///< what the latencies were divided by (stores only)
+  /// Per row: the host instance that measured it (its latest measurement's
+  /// MeasuredTargets::host_instance; "" for rows that predate it); empty for a table.
+  std::vector<std::string> row_instance;
+  /// Rows per host instance (of row_instance). More than one: hosts pooled as one device.
+  std::map<std::string, std::size_t> instances;
 
   std::size_t rows() const { return ids.size(); }
   std::size_t cols() const { return feature_names.size(); }
@@ -89,9 +101,18 @@ void architecture_features(const Config& config, const Features& features, float
 /// carb::Error (input) listing the devices. Latencies are divided by the device's drift as
 /// `drift` says, relative to `reference_ms` (a model's) or to the median of the store's probes;
 /// DriftMode::kOn throws carb::Error (input) when the probes do not cover every row.
+/// A non-empty `instance` keeps only the rows that host instance measured (a prefix of it is
+/// enough); throws carb::Error (input), listing the instances, when it measured none.
 Dataset dataset_from_store(const Store& store, std::string_view device = {},
                            DriftMode drift = DriftMode::kOff,
-                           std::optional<double> reference_ms = std::nullopt);
+                           std::optional<double> reference_ms = std::nullopt,
+                           std::string_view instance = {});
+
+/// The rows of `data` at `indices`, in that order.
+Dataset subset(const Dataset& data, const std::vector<std::size_t>& indices);
+
+/// The instances of a dataset in words, e.g. "3d1219c7:e8c3e171 (600 rows), unrecorded (24 rows)".
+std::string instances_text(const std::map<std::string, std::size_t>& instances);
 /// The same from measurements of one device already read (from one store or several), ordered
 /// by configuration key, then finish time: the latest of a configuration's repeats is used.
 Dataset dataset_from_measurements(const std::vector<MeasuredTargets>& measured,
@@ -228,6 +249,9 @@ class Predictor {
   const std::vector<TargetInfo>& targets() const;
   const std::string& device_fingerprint() const;
   const std::string& device_name() const;
+  /// The host instances its rows were measured on, with their counts (Dataset::instances);
+  /// empty for a table model or a model file from before carb recorded them.
+  const std::map<std::string, std::size_t>& device_instances() const;
   /// The drift correction of the latencies it was fitted on (applied == false: none): its
   /// latencies are the device's at the speed where the probe took drift().reference_ms.
   const DriftCorrection& drift() const;
@@ -254,18 +278,138 @@ class Predictor {
   std::vector<std::vector<TargetPrediction>> predict_cheap(const float* x, std::size_t rows) const;
   /// Predictions of each member alone and of the blend before the corrector, in the targets'
   /// units, for evaluation: [target] -> method name -> values. Unavailable targets are empty.
+  /// For a transferred model: the source model's uncorrected predictions ("source") and each
+  /// simple correction fitted on all the target rows ("scale", "loglinear", "structural").
   std::vector<std::vector<std::pair<std::string, std::vector<double>>>> predict_members(
       const float* x, std::size_t rows, const int* batch) const;
 
+  /// Target `t`'s additive layer-cost prior split by kind of term, per row, in the target's
+  /// unit: [0] the MAC terms (compute), [1] the byte terms (memory traffic), [2] the per-layer
+  /// terms (overhead), [3] the intercept. Empty when the target has none (memory, tables).
+  std::vector<std::array<double, 4>> additive_parts(const float* x, std::size_t rows,
+                                                    std::size_t t) const;
+
+  /// Whether this model was fitted by transfer_fit (from a source model of another device).
+  bool transferred() const;
+  /// The source model of a transferred model; null otherwise.
+  const Predictor* transfer_source() const;
+
  private:
+  friend struct model_detail::PredictorFactory;
   struct Impl;
   explicit Predictor(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
 
+class EngineMemoryPlanner;
+
 /// Scores a predictor on a dataset: carb per target, plus each member alone. When the dataset's
 /// device differs from the model's, this is a transfer evaluation (R², Spearman, slope matter).
-std::vector<MethodScores> evaluate(const Predictor& predictor, const Dataset& data);
+/// With a planner, carb's memory is the engine's plan (the model's own is "memory-model").
+std::vector<MethodScores> evaluate(const Predictor& predictor, const Dataset& data,
+                                   const EngineMemoryPlanner* planner = nullptr);
+
+// ---------------------------------------------------------------------------------------------
+// Transfer to another device (docs/model.md, "Transfer")
+
+/// How transfer_fit fits.
+struct TransferOptions {
+  std::uint64_t seed = 1;  ///< the cross-validation folds and the residual trees
+  double coverage = 0.9;   ///< nominal coverage of the prediction intervals
+  int threads = 0;         ///< XGBoost threads; 0 = all cores
+};
+
+/// What transfer_fit chose for one target, and why.
+struct TransferTargetReport {
+  std::string target;
+  bool available = false;
+  std::string reason;  ///< why the target is unavailable
+  /// "scale", "loglinear", "structural", "residual-trees" or "refit".
+  std::string method;
+  std::string why;  ///< the choice in words
+  /// Each candidate's cross-validated mean absolute percentage error on the target rows, %.
+  std::vector<std::pair<std::string, double>> cv_mape;
+  std::size_t rows = 0;   ///< target rows fitted on
+  std::size_t folds = 0;  ///< cross-validation folds
+  std::string interval;   ///< "cross-conformal" or "student-t" (too few rows for conformal)
+  double half_width = 0;  ///< natural-log half-width of the intervals
+};
+
+/// What transfer_fit did.
+struct TransferReport {
+  std::string source_device;  ///< the source model's device name and fingerprint
+  std::vector<TransferTargetReport> targets;
+  std::vector<std::string> notes;
+  double fit_seconds = 0;
+};
+
+/// The least number of target rows a refit from scratch is offered on, as a candidate.
+inline constexpr std::size_t kTransferRefitRows = 200;
+
+/// Fits a model of `target`'s device from `source` (another device's model) and `target`'s rows:
+/// per target, candidate corrections of the source's predictions (one factor; log-linear; the
+/// source's additive layer-cost prior with its compute, memory and per-layer terms reweighted;
+/// trees on the residual; a fit from scratch) are cross-validated on the target rows, and the
+/// log-linear one is kept unless another beats it by more than one standard error. Intervals
+/// come from the chosen method's out-of-fold residuals (cross-conformal, or a Student-t
+/// interval where the rows are too few). Throws carb::Error (input) when the source and the
+/// data differ in feature schema or targets, or the data has no rows.
+Predictor transfer_fit(const Predictor& source, const Dataset& target,
+                       const TransferOptions& options, TransferReport* report);
+
+/// The `k` rows of `x` (`rows` rows of the source's features, with their batch sizes) that a
+/// transfer from `source` learns most from: spread over block types and batch regimes in
+/// proportion, and within each over the source's predicted latency (evenly spaced quantiles from
+/// a seeded offset). Deterministic by seed; all rows when k >= rows. Sorted indices.
+std::vector<std::size_t> choose_transfer_rows(const Predictor& source, const float* x,
+                                              std::size_t rows, const int* batch, std::size_t k,
+                                              std::uint64_t seed);
+/// The same by uniform random choice, for comparison.
+std::vector<std::size_t> choose_random_rows(std::size_t rows, std::size_t k, std::uint64_t seed);
+
+/// How far a device is from a model's: per target, measured / predicted over some rows of it
+/// (calibration configurations of different sizes, or any measured rows).
+struct DeviceDistance {
+  std::string target;
+  std::size_t rows = 0;      ///< rows with a measured value and an available prediction
+  double ratio = 1;          ///< geometric mean of measured / predicted
+  double low = 1, high = 1;  ///< the smallest and largest ratio
+  double spread = 0;         ///< standard deviation of log(measured / predicted)
+};
+/// One DeviceDistance per target of `model` (rows = 0 where none could be compared).
+std::vector<DeviceDistance> device_distance(const Predictor& model, const Dataset& data);
+/// "latency 1.27x (1.08x-1.49x over 16 rows), energy ..., memory 1.00x ..."
+std::string distance_text(const std::vector<DeviceDistance>& distances);
+
+// ---------------------------------------------------------------------------------------------
+// Engine memory from the engine's own plan
+
+/// Where a model's memory predictions can come from the engine itself: carb's engine plans
+/// every byte before it runs (Device::plan_memory), so on this machine's device of the model's
+/// engine (the same kind, library, instruction set and threads: engine_part of the model's
+/// fingerprint) its peak memory is known exactly, unseen knob values included.
+class EngineMemoryPlanner {
+ public:
+  /// The planner for `model`, or null with the reason in `why` (no such device here, a table
+  /// model, or a model without a memory target).
+  static std::unique_ptr<EngineMemoryPlanner> for_model(const Predictor& model, std::string* why);
+  ~EngineMemoryPlanner();
+  EngineMemoryPlanner(const EngineMemoryPlanner&) = delete;
+  EngineMemoryPlanner& operator=(const EngineMemoryPlanner&) = delete;
+
+  /// Replaces the memory prediction of each of `configs` (predictions as Predictor::predict
+  /// returns them, [target][row]) by its plan: value, low and high all the planned peak. A
+  /// configuration the engine does not support keeps the model's. Returns how many it planned.
+  std::size_t apply(const std::vector<Config>& configs,
+                    std::vector<std::vector<TargetPrediction>>& predictions) const;
+  /// The engine it plans for (engine_part of the model's fingerprint).
+  const std::string& engine() const;
+
+ private:
+  struct State;
+  explicit EngineMemoryPlanner(std::unique_ptr<State> state);
+  std::unique_ptr<State> state_;
+};
 
 /// The feature rows of configurations under schema kArchitectureSchema, with their batch sizes.
 struct FeatureRows {

@@ -40,6 +40,8 @@ struct DeviceCampaign {
   std::string name;
   std::string kind;                         ///< "cpu" or "cuda"
   std::vector<MeasuredConfiguration> rows;  ///< one per key (its ok measurements' median), by key
+  /// Ok measurements per host instance (MeasuredTargets::host_instance, "" = unrecorded).
+  std::map<std::string, std::size_t> instances;
   RepeatCount repeated;  ///< configurations measured more than once: rows of their median
   /// Per Target: why no row has a value ("" when some row has one).
   std::array<std::string, kTargetCount> missing_reason;
@@ -63,6 +65,10 @@ struct CampaignData {
 CampaignData load_campaigns(const std::vector<std::string>& paths);
 /// The device `name_or_fingerprint` names (its exact fingerprint or name). Throws carb::Error
 /// (input) listing the devices when none matches.
+/// "" when one host instance measured the device; else the warning that its rows pool several
+/// hosts as one device (same fingerprint, other machines or boots), naming them.
+std::string pooled_hosts_warning(const DeviceCampaign& device);
+
 const DeviceCampaign& find_device(const CampaignData& data, const std::string& name_or_fingerprint);
 /// A device's rows as a predictor dataset (schema kArchitectureSchema), to fit or score on.
 Dataset device_dataset(const DeviceCampaign& device);

@@ -155,6 +155,9 @@ struct MeasuredTargets {
   std::string energy_null_reason;                 ///< why energy_j is NULL
   std::optional<std::int64_t> engine_peak_bytes;  ///< the engine allocator's high-water mark
   std::optional<std::int64_t> process_peak_rss_bytes;
+  /// The host instance that measured it (provenance.host.instance: machine id and boot id, see
+  /// host_instance); empty for rows measured before carb recorded it.
+  std::string host_instance;
 };
 
 /// How many configurations combine_repeated() found measured more than once, and how many
@@ -197,7 +200,7 @@ struct MergeReport {
   /// failure, or a conflict the target's version wins.
   std::int64_t kept = 0;
   std::vector<MergeConflict> conflicts;  ///< final in both, different; counted in replaced/kept
-  std::int64_t probes_added = 0;  ///< drift probes the target did not have
+  std::int64_t probes_added = 0;         ///< drift probes the target did not have
 };
 
 /// One measurement's outcome, whatever its status: what a campaign overview counts.

@@ -240,7 +240,25 @@ struct HostInfo {
   /// cpufreq scaling governor per logical CPU id, or "unavailable: <reason>".
   std::map<int, std::string> scaling_governors;
   std::uint64_t memory_total_bytes = 0;  ///< /proc/meminfo MemTotal
+
+  // What tells one machine (or VM, or boot of it) from another of the same CPU model; none of it
+  // enters the device fingerprint, so identical machines still share models and measurement keys.
+  std::string machine_id;  ///< /etc/machine-id; empty when unreadable
+  std::string boot_id;     ///< /proc/sys/kernel/random/boot_id; new at every boot
+  /// "none" without cpuinfo's hypervisor flag; else "yes", with /sys/hypervisor/type and the DMI
+  /// vendor and product where the guest can read them, e.g. "yes (KVM; QEMU Standard PC)".
+  std::string hypervisor;
+  /// cpuinfo's "cpu family", "model", "stepping" and "microcode" of the first CPU; empty if absent.
+  std::string cpu_family, cpu_model_number, cpu_stepping, microcode;
+  /// Cache sizes: cpuinfo's "cache size" as "cpuinfo", and sysfs's per level and type
+  /// (cpu0/cache/index*) as e.g. "L1d", "L2", "L3", in their own text ("32K").
+  std::map<std::string, std::string> caches;
 };
+
+/// The machine instance: the first 8 hex digits of the machine id and of the boot id, e.g.
+/// "3d1219c7:e8c3e171"; empty when neither can be read. Two VMs of one CPU model, or one machine
+/// before and after a reboot (a VM may then run on another physical host), differ here.
+std::string host_instance(const HostInfo& host);
 
 /// Reads HostInfo under `root`. Throws carb::Error (runtime) when cpuinfo, meminfo, hostname or
 /// osrelease cannot be read or parsed; a missing cpufreq is recorded, not thrown.
@@ -254,8 +272,20 @@ std::string governor_summary(const HostInfo& host);
 /// governor summary. It leaves out the hostname, so identical machines share a fingerprint.
 std::string device_fingerprint(const HostInfo& host);
 
-/// Every HostInfo field plus "governor" (governor_summary) and "fingerprint", as a JSON object.
+/// Every HostInfo field plus "governor" (governor_summary), "fingerprint" and "instance"
+/// (host_instance), as a JSON object.
 nlohmann::json host_info_json(const HostInfo& host);
+
+/// A short measure of this machine's speed, to tell hosts apart beside their identity: one
+/// thread's streaming bandwidth (a STREAM-style triad over 64 MiB) and its scalar multiply-add
+/// rate, each the best of several repetitions over about `seconds` / 2.
+struct HostSpeed {
+  double triad_gb_per_s = 0;   ///< bytes read and written per second / 1e9
+  double fma_gflop_per_s = 0;  ///< 2 FLOP per multiply-add
+  double seconds = 0;          ///< what measuring took
+};
+HostSpeed measure_host_speed(double seconds = 0.2);
+nlohmann::json host_speed_json(const HostSpeed& speed);
 
 /// This process's peak resident set, bytes: VmHWM of `root`/proc/self/status, the high-water
 /// mark since the process started or since reset_peak_rss(). Throws carb::Error (runtime) when

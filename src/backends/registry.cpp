@@ -12,6 +12,21 @@ namespace carb {
 
 nlohmann::json Session::details() const { return nlohmann::json::object(); }
 
+std::string engine_fingerprint(const DeviceInfo& info) {
+  std::string fingerprint = info.kind + "|" + info.library + "|isa=" + info.isa +
+                            "|threads=" + std::to_string(info.threads);
+  if (info.kind != "cpu") {
+    fingerprint += "|gpu=" + info.name + "|memory=" + std::to_string(info.memory_bytes) +
+                   "|driver=" + info.driver;
+  }
+  return fingerprint;
+}
+
+std::string engine_part(const std::string& device_fingerprint) {
+  const std::size_t bar = device_fingerprint.find('|');
+  return bar == std::string::npos ? device_fingerprint : device_fingerprint.substr(bar + 1);
+}
+
 Support support_for(const Config& config, const DeviceInfo& info) {
   if (const std::string why = invalid_reason(config); !why.empty()) {
     return Support::no("invalid configuration: " + why);

@@ -67,13 +67,7 @@ const Device& find_device(const std::vector<std::unique_ptr<Backend>>& backends,
 // for a GPU also its name, memory and driver (its UUID is left out, so identical cards share a
 // fingerprint as identical hosts do).
 std::string fingerprint_of(const DeviceInfo& info, const HostInfo& host) {
-  std::string fingerprint = device_fingerprint(host) + "|" + info.kind + "|" + info.library +
-                            "|isa=" + info.isa + "|threads=" + std::to_string(info.threads);
-  if (info.kind != "cpu") {
-    fingerprint += "|gpu=" + info.name + "|memory=" + std::to_string(info.memory_bytes) +
-                   "|driver=" + info.driver;
-  }
-  return fingerprint;
+  return device_fingerprint(host) + "|" + engine_fingerprint(info);
 }
 
 nlohmann::json device_details(const DeviceInfo& info, const HostInfo& host) {
@@ -100,6 +94,12 @@ nlohmann::json device_details(const DeviceInfo& info, const HostInfo& host) {
     details["uuid"] = info.uuid;
   }
   return details;
+}
+
+nlohmann::json measured_host_json(const HostInfo& host) {
+  nlohmann::json json = host_info_json(host);
+  json["speed"] = host_speed_json(measure_host_speed());
+  return json;
 }
 
 MeasurementRecord record_of(const Measurement& measurement, const Config& config,
@@ -380,9 +380,10 @@ CampaignSummary run_campaign(const std::vector<Config>& configs, const CampaignO
   const Device& device = find_device(backends, options.device);
   const DeviceInfo& info = device.info();
   const HostInfo host = read_host_info();
-  const nlohmann::json host_json = host_info_json(host);
+  const nlohmann::json host_json = measured_host_json(host);
 
   CampaignSummary summary;
+  summary.host = host_json;
   summary.device_id = info.id;
   summary.device_fingerprint = fingerprint_of(info, host);
   summary.selected = static_cast<std::int64_t>(configs.size());

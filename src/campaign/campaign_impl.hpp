@@ -20,6 +20,9 @@ const Device& find_device(const std::vector<std::unique_ptr<Backend>>& backends,
 std::string fingerprint_of(const DeviceInfo& info, const HostInfo& host);
 /// The devices table's details of a device.
 nlohmann::json device_details(const DeviceInfo& info, const HostInfo& host);
+/// What every row of a campaign records of its host (provenance.host): host_info_json plus a
+/// short speed probe (measure_host_speed) taken now.
+nlohmann::json measured_host_json(const HostInfo& host);
 /// "carb VERSION; LIBRARY": the software part of a measurement key.
 std::string software_of(const DeviceInfo& info);
 /// The measurement keys of the configurations in `shard`, in order and without duplicates;

@@ -103,7 +103,7 @@ bool measure_for_rank_zero(const CampaignOptions& options, int rank) {
              {"name", info.name},
              {"details", device_details(info, host)},
              {"software", software_of(info)},
-             {"host_json", host_info_json(host)},
+             {"host_json", measured_host_json(host)},
              {"idle_power_w", idle_power_w ? nlohmann::json(*idle_power_w) : nullptr},
              {"idle_null_reason", idle_null_reason}};
   } catch (const Error& error) {

@@ -1,7 +1,9 @@
-// The warning that predictions extrapolate: rows outside a model's training domain.
+// Where a model's predictions hold: rows outside its training domain, and devices or hosts other
+// than the one that measured its data.
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 
 #include "carb/model.hpp"
@@ -25,5 +27,22 @@ class DomainCheck {
   std::uint64_t outside_ = 0;
   std::string first_;
 };
+
+/// This machine's host instance (carb::host_instance), or "" where it cannot be read.
+std::string this_host_instance();
+
+/// "" when `measured` (host instance -> rows) lies within the model's recorded host instances;
+/// else a note that says how the model's device and the measured one differ (other host
+/// instances although the fingerprint matches, or unknown because rows predate instances).
+/// `what` names the measured side, e.g. "the data" or "this machine" (a machine's instance
+/// with a count of 0).
+std::string host_difference(const Predictor& model, const std::string& model_path,
+                            const std::map<std::string, std::size_t>& measured,
+                            const std::string& what);
+
+/// The note for a verb that predicts on this machine (predict, screen): "" when this machine
+/// measured the model's data; else host_difference's note, or, when the model's fingerprint is
+/// another machine's, that its predictions are for that device.
+std::string this_machine_note(const Predictor& model, const std::string& model_path);
 
 }  // namespace carb::cli

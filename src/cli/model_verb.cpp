@@ -5,6 +5,7 @@
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <numeric>
 
 #include "carb/error.hpp"
 #include "carb/graph.hpp"
@@ -39,6 +40,7 @@ struct DataOptions {
   std::string stratify;
   std::string batch_column;
   std::string drift = "auto";
+  std::string instance;
 };
 
 DriftMode drift_mode(const std::string& text) {
@@ -77,11 +79,26 @@ void add_data_options(CLI::App* verb, DataOptions& options) {
   verb->add_option("--drift", options.drift,
                    "divide latencies by the drift the database's probes measured: auto, on, off")
       ->capture_default_str();
+  verb->add_option("--instance", options.instance,
+                   "only the rows this host instance measured (machine:boot id, or a prefix); "
+                   "see carb profile's host line");
+}
+
+// Says when a dataset pools several host instances as one device (stderr).
+void print_instances(const Dataset& data) {
+  if (data.instances.size() < 2) return;
+  std::cerr << "warning: " << data.device_name << ": the rows come from " << data.instances.size()
+            << " host instances, pooled as one device (their fingerprint matches; hosts of one "
+               "CPU model differ in latency by up to a third): "
+            << instances_text(data.instances) << "; --instance keeps one\n";
 }
 
 Dataset load_data(const DataOptions& options, std::optional<double> reference_ms = std::nullopt) {
   if (options.db.empty() == options.table.empty()) {
     throw Error(ErrorCategory::kUsage, "give either --db or --table");
+  }
+  if (!options.table.empty() && !options.instance.empty()) {
+    throw Error(ErrorCategory::kUsage, "--instance needs --db: a table has no host instances");
   }
   if (!options.table.empty() && options.drift == "on") {
     throw Error(ErrorCategory::kUsage, "--drift on needs --db: a table has no drift probes");
@@ -95,7 +112,7 @@ Dataset load_data(const DataOptions& options, std::optional<double> reference_ms
       throw Error(ErrorCategory::kInput, options.db + ": no such database");
     }
     return dataset_from_store(Store::open(options.db), options.device, drift_mode(options.drift),
-                              reference_ms);
+                              reference_ms, options.instance);
   }
   TableSpec spec;
   spec.features = split_list(options.features);
@@ -140,10 +157,148 @@ struct FitCommand {
   bool no_cascade = false;
   bool corrector = false;
   FitOptions options;
+  std::string from;               ///< transfer: the source model
+  std::size_t rows = 0;           ///< transfer: fit on K chosen rows, score on the rest
+  std::string choose = "spread";  ///< how the K rows are chosen: spread or random
 };
+
+// carb fit --from SOURCE.json: the new device's model from the source and its rows.
+void run_transfer(const FitCommand& command) {
+  if (!command.data.table.empty()) {
+    throw Error(ErrorCategory::kUsage, "--from transfers to a device's measurements: give --db");
+  }
+  if (command.choose != "spread" && command.choose != "random") {
+    throw Error(ErrorCategory::kUsage, "--choose must be spread or random");
+  }
+  const Format format = parse_format(command.format);
+  const Predictor source = Predictor::load(command.from);
+  if (source.schema() != kArchitectureSchema) {
+    throw Error(ErrorCategory::kInput, command.from +
+                                           " was fitted on a table; a transfer needs a "
+                                           "model of carb's measurements");
+  }
+  const Dataset data = load_data(command.data);
+  if (data.rows() == 0) {
+    throw Error(ErrorCategory::kInput, command.data.db + " has no successful measurements of " +
+                                           data.device_name + " to transfer to");
+  }
+  print_drift(data, drift_mode(command.data.drift));
+  print_instances(data);
+  std::vector<std::size_t> train(data.rows()), held;
+  std::iota(train.begin(), train.end(), 0);
+  if (command.rows > 0) {
+    if (command.rows >= data.rows()) {
+      std::cerr << "note: --rows " << command.rows << " but the database holds " << data.rows()
+                << " measured configurations of " << data.device_name
+                << ": fitting on all of them, none left to score\n";
+    } else {
+      train = command.choose == "random"
+                  ? choose_random_rows(data.rows(), command.rows, command.options.seed)
+                  : choose_transfer_rows(source, data.x.data(), data.rows(), data.batch.data(),
+                                         command.rows, command.options.seed);
+      std::vector<bool> taken(data.rows(), false);
+      for (std::size_t i : train) taken[i] = true;
+      for (std::size_t i = 0; i < data.rows(); ++i) {
+        if (!taken[i]) held.push_back(i);
+      }
+    }
+  }
+  std::cerr << "distance from " << command.from << "'s device, measured / predicted: "
+            << distance_text(device_distance(source, subset(data, train))) << "\n";
+  TransferOptions options;
+  options.seed = command.options.seed;
+  options.coverage = command.options.coverage;
+  options.threads = command.options.threads;
+  TransferReport report;
+  const Predictor model = transfer_fit(source, subset(data, train), options, &report);
+  model.save(command.output);
+  std::vector<MethodScores> scores;
+  std::string no_plan;
+  const std::unique_ptr<EngineMemoryPlanner> planner =
+      held.empty() ? nullptr : EngineMemoryPlanner::for_model(model, &no_plan);
+  if (!held.empty()) scores = evaluate(model, subset(data, held), planner.get());
+  if (format == Format::kJson) {
+    nlohmann::json targets = nlohmann::json::array();
+    for (const TransferTargetReport& target : report.targets) {
+      nlohmann::json cv = nlohmann::json::object();
+      for (const auto& [name, mape] : target.cv_mape) cv[name] = mape;
+      targets.push_back({{"target", target.target},
+                         {"available", target.available},
+                         {"reason", target.reason},
+                         {"method", target.method},
+                         {"why", target.why},
+                         {"cv_mape", cv},
+                         {"rows", target.rows},
+                         {"interval", target.interval}});
+    }
+    nlohmann::json out_scores = nlohmann::json::array();
+    for (const MethodScores& s : scores) {
+      out_scores.push_back({{"target", s.target},
+                            {"method", s.method},
+                            {"n", s.metrics.n},
+                            {"mape", s.metrics.mape},
+                            {"spearman", s.metrics.spearman},
+                            {"r2", s.metrics.r2},
+                            {"coverage", s.metrics.coverage ? nlohmann::json(*s.metrics.coverage)
+                                                            : nlohmann::json(nullptr)}});
+    }
+    std::cout << nlohmann::json{{"model", command.output},
+                                {"source", report.source_device},
+                                {"device", data.device_name + " (" + data.device_fingerprint + ")"},
+                                {"rows", train.size()},
+                                {"scored_rows", held.size()},
+                                {"targets", targets},
+                                {"notes", report.notes},
+                                {"scores", out_scores}}
+                     .dump(1)
+              << "\n";
+    return;
+  }
+  std::cerr << "transferred " << source.device_name() << " -> " << data.device_name << " on "
+            << train.size() << " rows"
+            << (command.rows > 0 && !held.empty()
+                    ? " (chosen " +
+                          std::string(command.choose == "random"
+                                          ? "at random"
+                                          : "spread over the source's predictions") +
+                          ", seed " + std::to_string(command.options.seed) + ")"
+                    : "")
+            << " in " << std::round(report.fit_seconds * 10) / 10 << " s\n";
+  for (const std::string& note : report.notes) std::cerr << "note: " << note << "\n";
+  for (const TransferTargetReport& target : report.targets) {
+    if (!target.available) {
+      std::cerr << target.target << ": unavailable, " << target.reason << "\n";
+      continue;
+    }
+    std::cerr << target.target << ": " << target.why << "; intervals " << target.interval;
+    if (!target.cv_mape.empty()) {
+      std::cerr << "; cross-validated MAPE:";
+      for (const auto& [name, mape] : target.cv_mape) {
+        char text[64];
+        std::snprintf(text, sizeof text, " %s %.2f%%", name.c_str(), mape);
+        std::cerr << text;
+      }
+    }
+    std::cerr << "\n";
+  }
+  if (!held.empty()) {
+    std::cerr << "scored on the other " << held.size() << " rows (" << 100 * options.coverage
+              << "% intervals; source = no transfer, scale = one global factor"
+              << (planner ? "; carb's memory is the engine's plan here, memory-model the model's"
+                          : "")
+              << "):\n";
+    print_scores(scores, model, format);
+  }
+  std::cerr << "wrote " << command.output << "\n";
+}
 
 void run_fit(FitCommand& command) {
   if (command.output.empty()) throw Error(ErrorCategory::kUsage, "give -o MODEL.json");
+  if (!command.from.empty()) {
+    run_transfer(command);
+    return;
+  }
+  if (command.rows > 0) throw Error(ErrorCategory::kUsage, "--rows goes with --from");
   const auto prior = parse_prior_mode(command.prior);
   if (!prior) throw Error(ErrorCategory::kUsage, "--prior must be none, member or base");
   command.options.prior = *prior;
@@ -152,6 +307,7 @@ void run_fit(FitCommand& command) {
   const Format format = parse_format(command.format);
   const Dataset data = load_data(command.data);
   if (!command.data.db.empty()) print_drift(data, drift_mode(command.data.drift));
+  print_instances(data);
   FitReport report;
   const Predictor predictor = Predictor::fit(data, command.options, &report);
   predictor.save(command.output);
@@ -203,6 +359,7 @@ void run_predict(const PredictCommand& command) {
   std::vector<std::string> ids;
   std::vector<float> x;
   std::vector<int> batch;
+  std::vector<Config> configs;
   if (!command.table.empty()) {
     if (predictor.schema() != "table") {
       throw Error(ErrorCategory::kUsage, command.model +
@@ -240,7 +397,6 @@ void run_predict(const PredictCommand& command) {
       throw Error(ErrorCategory::kUsage,
                   command.model + " was fitted on a table: predict with --table");
     }
-    std::vector<Config> configs;
     if (!command.keys.empty()) {
       for (const std::string& key : command.keys) configs.push_back(parse_key(key));
     } else {
@@ -251,7 +407,15 @@ void run_predict(const PredictCommand& command) {
     batch = std::move(rows.batch);
     for (const Config& config : configs) ids.push_back(to_key(config));
   }
-  const auto predictions = predictor.predict(x.data(), ids.size(), batch.data());
+  auto predictions = predictor.predict(x.data(), ids.size(), batch.data());
+  // Planning takes about a millisecond a configuration: worth it for what a user reads.
+  constexpr std::size_t kMostPlanned = 10000;
+  std::string no_plan;
+  const std::unique_ptr<EngineMemoryPlanner> planner =
+      configs.empty() || configs.size() > kMostPlanned
+          ? nullptr
+          : EngineMemoryPlanner::for_model(predictor, &no_plan);
+  const std::size_t planned = planner ? planner->apply(configs, predictions) : 0;
   DomainCheck domain(predictor);
   for (std::size_t i = 0; i < ids.size(); ++i) {
     domain.add(x.data() + i * predictor.feature_names().size(), ids[i]);
@@ -282,6 +446,14 @@ void run_predict(const PredictCommand& command) {
       std::cerr << "note: " << predictor.targets()[t].name
                 << " is unavailable: " << predictions[t][0].reason << "\n";
     }
+  }
+  if (planned > 0) {
+    std::cerr << "note: memory of " << planned << " of " << configs.size()
+              << " configurations is the engine's own plan on this machine (" << planner->engine()
+              << "), exact, not the model's estimate\n";
+  }
+  if (const std::string note = this_machine_note(predictor, command.model); !note.empty()) {
+    std::cerr << note << "\n";
   }
   if (predictor.drift().applied) {
     std::cerr << "note: latency is the device's at the speed where its drift probe "
@@ -329,8 +501,8 @@ void run_evaluate(EvaluateCommand& command) {
     // The model's own device when the database has it, else its only device (transfer).
     const Store store = Store::open(command.data.db);
     const bool has_model_device = store.find_device(predictor.device_fingerprint()).has_value();
-    data = dataset_from_store(store, has_model_device ? predictor.device_fingerprint() : "",
-                              drift, reference_ms);
+    data = dataset_from_store(store, has_model_device ? predictor.device_fingerprint() : "", drift,
+                              reference_ms, command.data.instance);
   } else {
     DataOptions options = command.data;
     options.drift = drift == DriftMode::kOff ? "off" : command.data.drift;
@@ -342,17 +514,38 @@ void run_evaluate(EvaluateCommand& command) {
                                            ": the model's feature schema differs "
                                            "from the data's");
   }
-  const bool transfer = data.device_fingerprint != predictor.device_fingerprint();
-  std::cerr << (transfer ? "transfer: model of " + predictor.device_name() + " scored on " +
-                               data.device_name
-                         : std::string("model scored on its own device"))
+  const bool other_device = data.device_fingerprint != predictor.device_fingerprint();
+  const std::string hosts =
+      other_device || command.data.db.empty()
+          ? std::string()
+          : host_difference(predictor, command.model, data.instances, "the data");
+  const bool transfer = other_device || !hosts.empty();
+  print_instances(data);
+  std::cerr << (other_device ? "transfer: model of " + predictor.device_name() + " scored on " +
+                                   data.device_name
+                : transfer ? "model of " + predictor.device_name() +
+                                 " scored on measurements of the same device fingerprint from "
+                                 "another (or an unknown) host"
+                           : std::string("model scored on its own device"))
             << " (" << data.rows() << " rows)\n";
+  if (!hosts.empty()) std::cerr << hosts << "\n";
+  if (transfer && !command.data.db.empty()) {
+    std::cerr << "distance, measured / predicted: "
+              << distance_text(device_distance(predictor, data)) << "\n";
+  }
   if (!transfer && !command.data.db.empty()) {
     std::cerr << "note: on its own device, rows the model may have been trained on are scored "
                  "too; the fit's test-split "
                  "scores are the honest ones\n";
   }
-  const std::vector<MethodScores> scores = evaluate(predictor, data);
+  std::string no_plan;
+  const std::unique_ptr<EngineMemoryPlanner> planner =
+      command.data.db.empty() ? nullptr : EngineMemoryPlanner::for_model(predictor, &no_plan);
+  if (planner) {
+    std::cerr << "memory: carb's is the engine's own plan on this machine (" << planner->engine()
+              << "); the model's is memory-model\n";
+  }
+  const std::vector<MethodScores> scores = evaluate(predictor, data, planner.get());
   if (format == Format::kJson) {
     nlohmann::json out = nlohmann::json::array();
     for (const MethodScores& s : scores) {
@@ -368,7 +561,24 @@ void run_evaluate(EvaluateCommand& command) {
                      {"coverage", s.metrics.coverage ? nlohmann::json(*s.metrics.coverage)
                                                      : nlohmann::json(nullptr)}});
     }
-    std::cout << nlohmann::json{{"transfer", transfer}, {"scores", out}}.dump(1) << "\n";
+    nlohmann::json distance = nlohmann::json::array();
+    if (transfer && !command.data.db.empty()) {
+      for (const DeviceDistance& d : device_distance(predictor, data)) {
+        distance.push_back({{"target", d.target},
+                            {"rows", d.rows},
+                            {"ratio", d.ratio},
+                            {"low", d.low},
+                            {"high", d.high}});
+      }
+    }
+    std::cout << nlohmann::json{{"transfer", transfer},
+                                {"same_fingerprint", !other_device},
+                                {"hosts", hosts},
+                                {"distance", distance},
+                                {"memory_planned", planner != nullptr},
+                                {"scores", out}}
+                     .dump(1)
+              << "\n";
     return;
   }
   print_scores(scores, predictor, format);
@@ -397,6 +607,15 @@ void add_model_verbs(CLI::App& app) {
   fit_verb->add_option("--threads", fit->options.threads, "XGBoost threads (0: all cores)");
   fit_verb->add_flag("--leave-low-batch-out", fit->options.leave_low_batch_out,
                      "train on batch > 8, test on batch <= 8");
+  fit_verb->add_option("--from", fit->from,
+                       "transfer: fit the database's device from this model of another device");
+  fit_verb->add_option("--rows", fit->rows,
+                       "transfer: fit on K rows chosen from the database, score on the rest");
+  fit_verb
+      ->add_option("--choose", fit->choose,
+                   "transfer: how --rows chooses: spread (over the source's predictions, "
+                   "block types and batch regimes) or random")
+      ->capture_default_str();
   fit_verb->callback([fit] { run_fit(*fit); });
 
   auto predict = std::make_shared<PredictCommand>();

@@ -7,12 +7,16 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <set>
 #include <sstream>
 
 #include "carb/campaign.hpp"
 #include "carb/error.hpp"
 #include "carb/graph.hpp"
+#include "carb/model.hpp"
 #include "carb/screen.hpp"
+#include "carb/store.hpp"
+#include "domain.hpp"
 #include "output.hpp"
 #include "select.hpp"
 #include "verbs.hpp"
@@ -76,6 +80,7 @@ struct ProfileOptions {
   std::string drift_probe = std::string(kDefaultDriftProbe);
   std::string drift_every = "10s";
   int rounds = 1;
+  std::string transfer_for;  ///< a model of another device: measure what a transfer needs
 };
 
 // A size such as "2GiB" or "512MB" (the units of a memory budget), in bytes.
@@ -87,6 +92,28 @@ std::int64_t parse_size_bytes(const std::string& text, const std::string& option
   }
   throw Error(ErrorCategory::kUsage,
               option + " '" + text + "': expected a size with its unit, e.g. 2GiB or 512MB");
+}
+
+// The host a campaign ran on, in one line: its instance, CPU revision, hypervisor and speed.
+std::string host_line(const nlohmann::json& host) {
+  const auto text = [&](const char* field) {
+    return host.contains(field) && host.at(field).is_string() ? host.at(field).get<std::string>()
+                                                              : std::string();
+  };
+  std::ostringstream line;
+  const std::string instance = text("instance");
+  line << "instance " << (instance.empty() ? "unknown (no machine or boot id)" : instance) << ", "
+       << text("cpu_model") << " family " << text("cpu_family") << " model "
+       << text("cpu_model_number") << " stepping " << text("cpu_stepping") << ", hypervisor "
+       << text("hypervisor");
+  if (host.contains("speed")) {
+    char speed[96];
+    std::snprintf(speed, sizeof speed, "; one thread: triad %.1f GB/s, multiply-add %.2f GFLOP/s",
+                  host.at("speed").value("triad_gb_per_s", 0.0),
+                  host.at("speed").value("fma_gflop_per_s", 0.0));
+    line << speed;
+  }
+  return line.str();
 }
 
 }  // namespace
@@ -122,15 +149,83 @@ void print_progress(const CampaignProgress& progress, bool terminal) {
 
 namespace {
 
+// The most configurations --transfer-for chooses from: a seeded sample of a larger space.
+constexpr std::uint64_t kTransferPool = 20000;
+
+// --transfer-for: the --sample K configurations of the selection a transfer from `source`
+// learns most from (choose_transfer_rows over the whole selection, or a sample of a large one).
+std::vector<Config> transfer_configs(const Predictor& source, const Selection& selection) {
+  if (selection.sample == 0) {
+    throw Error(ErrorCategory::kUsage,
+                "--transfer-for needs --sample K: how many configurations to measure");
+  }
+  Selection pool = selection;
+  pool.sample = 0;
+  if (!selection.spec.empty() && Space::from_file(selection.spec).size() > kTransferPool) {
+    pool.sample = kTransferPool;
+    pool.sampling = "random";
+  }
+  const std::vector<Config> candidates = select_configs(pool);
+  const FeatureRows rows = feature_rows(candidates);
+  std::vector<Config> chosen;
+  for (std::size_t i : choose_transfer_rows(source, rows.x.data(), candidates.size(),
+                                            rows.batch.data(), selection.sample, selection.seed)) {
+    chosen.push_back(candidates[i]);
+  }
+  return chosen;
+}
+
+// After a --transfer-for campaign: how far this machine is from the source model's device,
+// over the configurations just chosen, measured on this host instance.
+void print_distance(const Predictor& source, const std::string& source_path,
+                    const std::vector<Config>& chosen, const CampaignSummary& summary,
+                    const std::string& db) {
+  const Store store = Store::open(db);
+  const std::string instance = this_host_instance();
+  Dataset data;
+  try {
+    data = dataset_from_store(store, summary.device_fingerprint, DriftMode::kOff, std::nullopt,
+                              instance);
+  } catch (const Error& error) {
+    std::cout << "  distance:       none measured (" << error.what() << ")\n";
+    return;
+  }
+  std::set<std::string> keys;
+  for (const Config& config : chosen) keys.insert(to_key(config));
+  std::vector<std::size_t> rows;
+  for (std::size_t i = 0; i < data.rows(); ++i) {
+    if (keys.contains(data.ids[i])) rows.push_back(i);
+  }
+  if (rows.empty()) {
+    std::cout << "  distance:       none of the chosen configurations measured here\n";
+    return;
+  }
+  std::cout << "  distance:       measured / predicted by " << source_path << " ("
+            << source.device_name()
+            << "): " << distance_text(device_distance(source, subset(data, rows))) << "\n"
+            << "  next:           carb fit --from " << source_path << " --db " << db
+            << " -o MODEL.json\n";
+}
+
 void run_profile(const ProfileOptions& options) {
   if (options.selection.spec.empty() == options.selection.keys_file.empty()) {
     throw Error(ErrorCategory::kUsage, "give either --spec or --keys");
+  }
+  std::unique_ptr<Predictor> source;
+  if (!options.transfer_for.empty()) {
+    source = std::make_unique<Predictor>(Predictor::load(options.transfer_for));
+    if (source->schema() != kArchitectureSchema) {
+      throw Error(ErrorCategory::kInput, options.transfer_for +
+                                             " was fitted on a table; a transfer needs a model "
+                                             "of carb's measurements");
+    }
   }
   CampaignOptions campaign;
   campaign.spec_text = options.selection.keys_file.empty()
                            ? read_file(options.selection.spec, "spec file")
                            : read_file(options.selection.keys_file, "key list");
-  const std::vector<Config> configs = select_configs(options.selection);
+  const std::vector<Config> configs =
+      source ? transfer_configs(*source, options.selection) : select_configs(options.selection);
   campaign.name = options.selection.keys_file.empty()
                       ? Space::from_file(options.selection.spec).name()
                       : options.selection.keys_file;
@@ -189,6 +284,7 @@ void run_profile(const ProfileOptions& options) {
             << "  skipped:        " << summary.already_done << " already done, "
             << summary.claimed_elsewhere << " claimed by another process, " << summary.not_started
             << " left by the time budget\n"
+            << "  host:           " << host_line(summary.host) << "\n"
             << "  idle power:     "
             << (summary.idle_power_w ? std::to_string(*summary.idle_power_w) + " W"
                                      : "NULL (" + summary.idle_power_null_reason + ")")
@@ -224,6 +320,7 @@ void run_profile(const ProfileOptions& options) {
               << std::lround(100 * kContendedShare)
               << "% of the CPUs (their detail says so; re-measure them on a quiet machine)\n";
   }
+  if (source) print_distance(*source, options.transfer_for, configs, summary, campaign.db_path);
 }
 
 }  // namespace
@@ -271,20 +368,25 @@ void add_profile_verbs(CLI::App& app) {
   profile->add_option("--worker-memory-limit", options->worker_memory_limit,
                       "address space each worker may use, e.g. 8GiB; past it a configuration is "
                       "recorded as oom");
-  profile->add_option("--worker-reuse", options->protocol.worker_reuse,
-                      "configurations one worker process measures before a fresh one starts; "
-                      "1: a fresh process for each")
+  profile
+      ->add_option("--worker-reuse", options->protocol.worker_reuse,
+                   "configurations one worker process measures before a fresh one starts; "
+                   "1: a fresh process for each")
       ->check(CLI::PositiveNumber);
   profile->add_flag("--mpi", options->mpi,
                     "under mpirun: rank 0 writes the database and hands out configurations, "
                     "the other ranks measure");
-  profile->add_option("--drift-probe", options->drift_probe,
-                      "configuration measured briefly every --drift-every to follow the "
-                      "device's speed over time, or none")
+  profile
+      ->add_option("--drift-probe", options->drift_probe,
+                   "configuration measured briefly every --drift-every to follow the "
+                   "device's speed over time, or none")
       ->capture_default_str();
-  profile->add_option("--drift-every", options->drift_every,
-                      "time between drift probes (0: none)")
+  profile->add_option("--drift-every", options->drift_every, "time between drift probes (0: none)")
       ->capture_default_str();
+  profile->add_option("--transfer-for", options->transfer_for,
+                      "a model of another device: measure the --sample K configurations of the "
+                      "selection a transfer of it learns most from, then say how far this machine "
+                      "is from its device");
   profile
       ->add_option("--rounds", options->rounds,
                    "measure every configuration this many times, one round after another; "

@@ -13,6 +13,7 @@
 #include "carb/model.hpp"
 #include "carb/report.hpp"
 #include "carb/screen.hpp"
+#include "domain.hpp"
 #include "output.hpp"
 #include "verbs.hpp"
 
@@ -73,6 +74,16 @@ Loaded load(const CampaignOptions& options) {
     if (loaded.model->schema() != kArchitectureSchema) {
       throw Error(ErrorCategory::kInput,
                   options.model + " was fitted on a table, not on carb measurements");
+    }
+  }
+  for (const DeviceCampaign& device : loaded.data.devices) {
+    if (const std::string pooled = pooled_hosts_warning(device); !pooled.empty()) {
+      std::cerr << pooled << "\n";
+    }
+    if (loaded.model && loaded.model->device_fingerprint() == device.fingerprint) {
+      const std::string hosts = host_difference(*loaded.model, options.model, device.instances,
+                                                device.name + "'s measurements");
+      if (!hosts.empty()) std::cerr << hosts << "\n";
     }
   }
   if (!options.no_fit) {

@@ -328,6 +328,10 @@ void report_screen(const ScreenCommand& command, const ScreenSetup& setup,
   const auto& assessed = outcome.assessed;
   const auto& feasible = outcome.feasible;
   const auto& front = outcome.front;
+  // First on stderr: which device the budgets were judged for.
+  if (const std::string note = this_machine_note(model, command.model); !note.empty()) {
+    std::cerr << note << "\n";
+  }
   const auto& ranked = outcome.ranked;
   const auto& measured = outcome.measured;
   const std::vector<Budget>& budgets = setup.budgets;

@@ -151,8 +151,43 @@ FeatureRows feature_rows(const Space& space, SpaceFeatures& features,
   return rows;
 }
 
+Dataset subset(const Dataset& data, const std::vector<std::size_t>& indices) {
+  Dataset out;
+  out.schema = data.schema;
+  out.feature_names = data.feature_names;
+  out.targets = data.targets;
+  out.missing_reason = data.missing_reason;
+  out.device_fingerprint = data.device_fingerprint;
+  out.device_name = data.device_name;
+  out.repeated = data.repeated;
+  out.drift = data.drift;
+  out.y.assign(data.targets.size(), {});
+  for (std::size_t i : indices) {
+    CARB_CHECK(i < data.rows(), "subset index out of range");
+    out.x.insert(out.x.end(), data.row(i), data.row(i) + data.cols());
+    out.ids.push_back(data.ids[i]);
+    if (i < data.row_instance.size()) {
+      out.row_instance.push_back(data.row_instance[i]);
+      ++out.instances[data.row_instance[i]];
+    }
+    out.batch.push_back(data.batch[i]);
+    out.stratum.push_back(data.stratum[i]);
+    for (std::size_t t = 0; t < data.targets.size(); ++t) out.y[t].push_back(data.y[t][i]);
+  }
+  return out;
+}
+
+std::string instances_text(const std::map<std::string, std::size_t>& instances) {
+  std::string text;
+  for (const auto& [instance, rows] : instances) {
+    text += (text.empty() ? "" : ", ") + (instance.empty() ? std::string("unrecorded") : instance) +
+            " (" + std::to_string(rows) + (rows == 1 ? " row)" : " rows)");
+  }
+  return text.empty() ? "none" : text;
+}
+
 Dataset dataset_from_store(const Store& store, std::string_view device, DriftMode drift,
-                           std::optional<double> reference_ms) {
+                           std::optional<double> reference_ms, std::string_view instance) {
   const std::vector<DeviceRecord> devices = store.devices();
   std::string fingerprint(device);
   const auto list = [&] {
@@ -181,6 +216,18 @@ Dataset dataset_from_store(const Store& store, std::string_view device, DriftMod
   }
 
   std::vector<MeasuredTargets> measured = store.ok_measurements(fingerprint);
+  if (!instance.empty()) {
+    std::map<std::string, std::size_t> all;
+    for (const MeasuredTargets& row : measured) ++all[row.host_instance];
+    std::erase_if(measured, [&](const MeasuredTargets& row) {
+      return row.host_instance.empty() || row.host_instance.rfind(instance, 0) != 0;
+    });
+    if (measured.empty()) {
+      throw Error(ErrorCategory::kInput, store.path() + " has no measurements of host instance '" +
+                                             std::string(instance) + "' on " + found->name +
+                                             "; it has: " + instances_text(all));
+    }
+  }
   if (drift == DriftMode::kOff) {
     Dataset data = dataset_from_measurements(measured, fingerprint, found->name);
     data.drift.reason = "off";
@@ -249,6 +296,8 @@ Dataset dataset_from_measurements(const std::vector<MeasuredTargets>& measured,
   std::vector<Config> configs;
   RepeatCount repeated;
   for (const MeasuredTargets& row : combine_repeated(measured, &repeated)) {
+    data.row_instance.push_back(row.host_instance);
+    ++data.instances[row.host_instance];
     const Config config = parse_key(row.configuration_key);
     configs.push_back(config);
     data.ids.push_back(row.configuration_key);

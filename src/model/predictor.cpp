@@ -17,6 +17,7 @@
 #include "carb/error.hpp"
 #include "carb/model.hpp"
 #include "carb/version.hpp"
+#include "transfer.hpp"
 #include "xgb.hpp"
 
 namespace carb {
@@ -222,7 +223,11 @@ xgb::Booster load_booster(const nlohmann::json& model, std::size_t cols) {
   return xgb::Booster::from_json(model.dump());
 }
 
+// Version 1: a model fitted on one device's data. Version 2: a transferred model (transfer_fit),
+// which embeds its source model; plain models are still written as version 1, so older carbs
+// read them.
 constexpr int kModelFormat = 1;
+constexpr int kTransferModelFormat = 2;
 constexpr int kLowBatch = 8;      // the corrector's regime (method.md §4)
 constexpr double kDamping = 0.9;  // the corrector's damping
 constexpr double kMinRankCorrelation = 0.02;
@@ -942,6 +947,21 @@ Metrics metrics_from_json(const json& j) {
   return metrics;
 }
 
+void read_evaluation(const json& evaluation, FitReport& report) {
+  const json& split = evaluation.at("split");
+  report.train_rows = integer_of<std::size_t>(split.at("train"));
+  report.validation_rows = integer_of<std::size_t>(split.at("validation"));
+  report.calibration_rows = integer_of<std::size_t>(split.at("calibration"));
+  report.test_rows = integer_of<std::size_t>(split.at("test"));
+  for (const json& s : evaluation.at("scores")) {
+    report.scores.push_back({s.at("method").get<std::string>(), s.at("target").get<std::string>(),
+                             metrics_from_json(s.at("metrics"))});
+  }
+  evaluation.at("notes").get_to(report.notes);
+  report.fit_seconds = evaluation.at("fit_seconds").get<double>();
+  if (evaluation.contains("fitted_ids")) evaluation.at("fitted_ids").get_to(report.fitted_ids);
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------
@@ -951,6 +971,7 @@ struct Predictor::Impl {
   std::vector<std::string> feature_names;
   std::vector<TargetInfo> targets;
   std::string device_fingerprint, device_name;
+  std::map<std::string, std::size_t> instances;  // host instance -> rows fitted on
   DriftCorrection drift;
   double coverage = 0.9;
   FitOptions options;
@@ -958,6 +979,9 @@ struct Predictor::Impl {
   FitReport report;
   std::vector<Predictor::FeatureRange> domain;  // per feature, over the fitted rows
   int threads = 0;
+  // A transferred model's corrections over its source; null for a model fitted directly, and
+  // then `models` holds the ensemble.
+  std::shared_ptr<const model_detail::TransferLayer> transfer;
 
   // Log1p predictions of every available target, each from the matrix of the features plus the
   // log predictions of its upstream targets (the cascade), by `predict_one(model, matrix)`.
@@ -1030,22 +1054,61 @@ std::size_t Predictor::outside_domain(const float* row) const {
 const std::vector<TargetInfo>& Predictor::targets() const { return impl_->targets; }
 const std::string& Predictor::device_fingerprint() const { return impl_->device_fingerprint; }
 const std::string& Predictor::device_name() const { return impl_->device_name; }
+const std::map<std::string, std::size_t>& Predictor::device_instances() const {
+  return impl_->instances;
+}
 const DriftCorrection& Predictor::drift() const { return impl_->drift; }
 double Predictor::coverage() const { return impl_->coverage; }
 const FitReport& Predictor::fit_report() const { return impl_->report; }
 
 std::vector<std::vector<TargetPrediction>> Predictor::predict(const float* x, std::size_t rows,
                                                               const int* batch) const {
+  if (impl_->transfer) return impl_->transfer->predict(x, rows, batch, false);
   return impl_->with_intervals(impl_->predict_logs(x, rows, batch), rows, false);
 }
 
 std::vector<std::vector<TargetPrediction>> Predictor::predict_cheap(const float* x,
                                                                     std::size_t rows) const {
+  if (impl_->transfer) return impl_->transfer->predict(x, rows, nullptr, true);
   return impl_->with_intervals(impl_->predict_cheap_logs(x, rows), rows, true);
+}
+
+bool Predictor::transferred() const { return impl_->transfer != nullptr; }
+
+const Predictor* Predictor::transfer_source() const {
+  return impl_->transfer ? impl_->transfer->source.get() : nullptr;
+}
+
+std::vector<std::array<double, 4>> Predictor::additive_parts(const float* x, std::size_t rows,
+                                                             std::size_t t) const {
+  if (impl_->transfer) return impl_->transfer->source->additive_parts(x, rows, t);
+  std::vector<std::array<double, 4>> parts;
+  if (t >= impl_->models.size() || !impl_->models[t].available) return parts;
+  const TargetModel& model = impl_->models[t];
+  if (model.additive.empty()) return parts;
+  const std::size_t cols = impl_->feature_names.size();
+  parts.resize(rows);
+  for (std::size_t i = 0; i < rows; ++i) {
+    const float* row = x + i * cols;
+    std::array<double, 4> part{0, 0, 0, model.additive.intercept / model.scale};
+    for (std::size_t k = 0; k < model.additive.columns.size(); ++k) {
+      const std::string& name = impl_->feature_names[model.additive.columns[k]];
+      const double value = row[model.additive.columns[k]];
+      const double term =
+          model.additive.coef[k] * (model.additive.logged[k] ? std::expm1(value) : value);
+      const std::size_t kind = name.find("macs_") != std::string::npos    ? 0
+                               : name.find("bytes_") != std::string::npos ? 1
+                                                                          : 2;
+      part[kind] += term / model.scale;
+    }
+    parts[i] = part;
+  }
+  return parts;
 }
 
 std::vector<std::vector<std::pair<std::string, std::vector<double>>>> Predictor::predict_members(
     const float* x, std::size_t rows, const int* batch) const {
+  if (impl_->transfer) return impl_->transfer->members(x, rows, batch);
   const auto logs = impl_->predict_logs(x, rows, batch);
   std::vector<std::vector<std::pair<std::string, std::vector<double>>>> out(impl_->models.size());
   for (std::size_t t = 0; t < impl_->models.size(); ++t) {
@@ -1107,6 +1170,7 @@ Predictor Predictor::fit(const Dataset& data, const FitOptions& options, FitRepo
   }
   impl->device_fingerprint = data.device_fingerprint;
   impl->device_name = data.device_name;
+  impl->instances = data.instances;
   if (data.drift.applied) impl->drift = data.drift;
   impl->coverage = options.coverage;
   impl->options = options;
@@ -1236,18 +1300,7 @@ Predictor Predictor::fit(const Dataset& data, const FitOptions& options, FitRepo
     for (std::size_t i = 0; i < roles.size(); ++i) {
       if (roles[i] == Role::kTest) test.push_back(i);
     }
-    Dataset test_data;
-    test_data.schema = data.schema;
-    test_data.feature_names = data.feature_names;
-    test_data.targets = data.targets;
-    test_data.device_fingerprint = data.device_fingerprint;
-    test_data.y.assign(data.targets.size(), {});
-    for (std::size_t i : test) {
-      test_data.x.insert(test_data.x.end(), data.row(i), data.row(i) + data.cols());
-      test_data.ids.push_back(data.ids[i]);
-      test_data.batch.push_back(data.batch[i]);
-      for (std::size_t t = 0; t < data.targets.size(); ++t) test_data.y[t].push_back(data.y[t][i]);
-    }
+    const Dataset test_data = subset(data, test);
     report.scores = evaluate(predictor, test_data);
 
     const auto flops = std::find(data.feature_names.begin(), data.feature_names.end(), "log_flops");
@@ -1322,14 +1375,30 @@ Predictor Predictor::fit(const Dataset& data, const FitOptions& options, FitRepo
   return predictor;
 }
 
-std::vector<MethodScores> evaluate(const Predictor& predictor, const Dataset& data) {
+std::vector<MethodScores> evaluate(const Predictor& predictor, const Dataset& data,
+                                   const EngineMemoryPlanner* planner) {
   if (data.schema != predictor.schema() || data.feature_names != predictor.feature_names()) {
     throw Error(ErrorCategory::kInput, "the data's feature schema (" + data.schema +
                                            ") differs from the model's (" + predictor.schema() +
                                            ")");
   }
-  const auto predictions = predictor.predict(data.x.data(), data.rows(), data.batch.data());
-  const auto members = predictor.predict_members(data.x.data(), data.rows(), data.batch.data());
+  auto predictions = predictor.predict(data.x.data(), data.rows(), data.batch.data());
+  auto members = predictor.predict_members(data.x.data(), data.rows(), data.batch.data());
+  if (planner != nullptr) {
+    // carb's memory is the engine's plan; the model's own prediction stays beside it.
+    std::vector<Config> configs;
+    for (const std::string& id : data.ids) configs.push_back(parse_key(id));
+    for (std::size_t t = 0; t < predictor.targets().size(); ++t) {
+      if (predictor.targets()[t].name != "memory" || predictions[t].empty() ||
+          !predictions[t][0].available) {
+        continue;
+      }
+      std::vector<double> model;
+      for (const TargetPrediction& p : predictions[t]) model.push_back(p.value);
+      members[t].insert(members[t].begin(), {"memory-model", std::move(model)});
+    }
+    planner->apply(configs, predictions);
+  }
   std::vector<MethodScores> out;
   for (std::size_t t = 0; t < predictor.targets().size(); ++t) {
     const auto& target = predictor.targets()[t];
@@ -1366,7 +1435,60 @@ std::vector<MethodScores> evaluate(const Predictor& predictor, const Dataset& da
 // The model file
 
 std::string Predictor::to_json_text() const {
-  const Impl& self = *impl_;
+  return model_detail::PredictorFactory::to_json(*this).dump();  // compact: a third of the
+                                                                 // indented size, loads faster
+}
+
+namespace model_detail {
+
+json PredictorFactory::to_json(const Predictor& predictor) {
+  const Predictor::Impl& self = *predictor.impl_;
+  json scores = json::array();
+  for (const MethodScores& s : self.report.scores) {
+    scores.push_back(
+        {{"method", s.method}, {"target", s.target}, {"metrics", metrics_json(s.metrics)}});
+  }
+  json file = {
+      {"format", "carb-model"},
+      {"format_version", self.transfer ? kTransferModelFormat : kModelFormat},
+      {"carb_version", kVersion},
+      {"git_commit", kGitCommit},
+      {"device",
+       {{"fingerprint", self.device_fingerprint},
+        {"name", self.device_name},
+        {"instances", self.instances}}},
+      {"drift", self.drift.applied ? json{{"probe", self.drift.probe_key},
+                                          {"reference_ms", self.drift.reference_ms},
+                                          {"probes", self.drift.probes},
+                                          {"min_factor", self.drift.min_factor},
+                                          {"max_factor", self.drift.max_factor}}
+                                   : json(nullptr)},
+      {"feature_schema", {{"name", self.schema}, {"features", self.feature_names}}},
+      {"training_domain", domain_json(self.domain)},
+      {"evaluation",
+       {{"split",
+         {{"train", self.report.train_rows},
+          {"validation", self.report.validation_rows},
+          {"calibration", self.report.calibration_rows},
+          {"test", self.report.test_rows}}},
+        {"scores", scores},
+        {"notes", self.report.notes},
+        {"fit_seconds", self.report.fit_seconds},
+        {"fitted_ids", self.report.fitted_ids}}},
+  };
+  if (self.transfer) {
+    file["transfer"] = self.transfer->to_json();
+    file["transfer"]["coverage"] = self.coverage;
+    return file;
+  }
+  file["options"] = {{"seed", self.options.seed},
+                     {"cascade", self.options.cascade},
+                     {"corrector", self.options.corrector},
+                     {"prior", to_string(self.options.prior)},
+                     {"learning_rate", self.options.learning_rate},
+                     {"early_stopping_rounds", self.options.early_stopping_rounds},
+                     {"forest_trees", self.options.forest_trees},
+                     {"leave_low_batch_out", self.options.leave_low_batch_out}};
   json targets = json::array();
   for (const TargetModel& model : self.models) {
     json target = {{"name", model.info.name},
@@ -1417,48 +1539,11 @@ std::string Predictor::to_json_text() const {
          std::isfinite(model.cheap_half_width) ? json(model.cheap_half_width) : json(nullptr)}};
     targets.push_back(std::move(target));
   }
-  json scores = json::array();
-  for (const MethodScores& s : self.report.scores) {
-    scores.push_back(
-        {{"method", s.method}, {"target", s.target}, {"metrics", metrics_json(s.metrics)}});
-  }
-  const json file = {
-      {"format", "carb-model"},
-      {"format_version", kModelFormat},
-      {"carb_version", kVersion},
-      {"git_commit", kGitCommit},
-      {"device", {{"fingerprint", self.device_fingerprint}, {"name", self.device_name}}},
-      {"drift", self.drift.applied ? json{{"probe", self.drift.probe_key},
-                                          {"reference_ms", self.drift.reference_ms},
-                                          {"probes", self.drift.probes},
-                                          {"min_factor", self.drift.min_factor},
-                                          {"max_factor", self.drift.max_factor}}
-                                   : json(nullptr)},
-      {"feature_schema", {{"name", self.schema}, {"features", self.feature_names}}},
-      {"training_domain", domain_json(self.domain)},
-      {"options",
-       {{"seed", self.options.seed},
-        {"cascade", self.options.cascade},
-        {"corrector", self.options.corrector},
-        {"prior", to_string(self.options.prior)},
-        {"learning_rate", self.options.learning_rate},
-        {"early_stopping_rounds", self.options.early_stopping_rounds},
-        {"forest_trees", self.options.forest_trees},
-        {"leave_low_batch_out", self.options.leave_low_batch_out}}},
-      {"targets", targets},
-      {"evaluation",
-       {{"split",
-         {{"train", self.report.train_rows},
-          {"validation", self.report.validation_rows},
-          {"calibration", self.report.calibration_rows},
-          {"test", self.report.test_rows}}},
-        {"scores", scores},
-        {"notes", self.report.notes},
-        {"fit_seconds", self.report.fit_seconds},
-        {"fitted_ids", self.report.fitted_ids}}},
-  };
-  return file.dump();  // compact: a third of the indented size, and it loads faster
+  file["targets"] = std::move(targets);
+  return file;
 }
+
+}  // namespace model_detail
 
 void Predictor::save(const std::string& path) const {
   const std::string text = to_json_text();
@@ -1494,19 +1579,43 @@ Predictor Predictor::from_json_text(std::string_view text, const std::string& or
     // Valid JSON syntax that nlohmann cannot hold, e.g. a number beyond a double's range.
     throw Error(ErrorCategory::kInput, origin + ": not a carb model file (" + e.what() + ")");
   }
+  return model_detail::PredictorFactory::from_json(file, origin);
+}
+
+namespace model_detail {
+
+Predictor PredictorFactory::transferred(std::shared_ptr<const TransferLayer> layer,
+                                        const Dataset& data, double coverage, FitReport report) {
+  auto impl = std::make_unique<Predictor::Impl>();
+  const Predictor& source = *layer->source;
+  impl->schema = source.schema();
+  impl->feature_names = source.feature_names();
+  impl->targets = source.targets();
+  impl->domain = source.training_domain();
+  impl->device_fingerprint = data.device_fingerprint;
+  impl->device_name = data.device_name;
+  impl->instances = data.instances;
+  if (data.drift.applied) impl->drift = data.drift;
+  impl->coverage = coverage;
+  impl->report = std::move(report);
+  impl->transfer = std::move(layer);
+  return Predictor(std::move(impl));
+}
+
+Predictor PredictorFactory::from_json(const json& file, const std::string& origin) {
   if (!file.is_object() || file.value("format", "") != "carb-model") {
     throw Error(ErrorCategory::kInput,
                 origin + ": not a carb model file (no \"format\": \"carb-model\")");
   }
   try {
     const int version = integer_of<int>(file.at("format_version"));
-    if (version > kModelFormat) {
+    if (version > kTransferModelFormat) {
       throw Error(ErrorCategory::kInput, origin + ": model format " + std::to_string(version) +
                                              " is newer than this carb (" + std::string(kVersion) +
-                                             ") reads (" + std::to_string(kModelFormat) +
+                                             ") reads (" + std::to_string(kTransferModelFormat) +
                                              "); use a newer carb or refit");
     }
-    auto impl = std::make_unique<Impl>();
+    auto impl = std::make_unique<Predictor::Impl>();
     impl->schema = file.at("feature_schema").at("name").get<std::string>();
     file.at("feature_schema").at("features").get_to(impl->feature_names);
     if (impl->schema != kArchitectureSchema && impl->schema.rfind("carb-ir-", 0) == 0) {
@@ -1535,6 +1644,11 @@ Predictor Predictor::from_json_text(std::string_view text, const std::string& or
     }
     file.at("device").at("fingerprint").get_to(impl->device_fingerprint);
     file.at("device").at("name").get_to(impl->device_name);
+    // Absent from model files before carb recorded host instances.
+    if (const auto instances = file.at("device").find("instances");
+        instances != file.at("device").end()) {
+      instances->get_to(impl->instances);
+    }
     // Absent from model files before carb recorded drift corrections, null when none applied.
     if (const auto drift = file.find("drift"); drift != file.end() && !drift->is_null()) {
       impl->drift.applied = true;
@@ -1547,6 +1661,19 @@ Predictor Predictor::from_json_text(std::string_view text, const std::string& or
         throw Error(ErrorCategory::kInput,
                     origin + ": its drift correction's reference latency is not positive");
       }
+    }
+    if (const auto transfer = file.find("transfer"); transfer != file.end()) {
+      if (version < kTransferModelFormat) {
+        throw std::invalid_argument("a transfer in a model of format " + std::to_string(version));
+      }
+      impl->transfer = TransferLayer::from_json(*transfer, origin);
+      impl->coverage = transfer->at("coverage").get<double>();
+      impl->targets = impl->transfer->source->targets();
+      if (impl->transfer->source->feature_names() != impl->feature_names) {
+        throw std::invalid_argument("transfer: the source's features differ from the model's");
+      }
+      read_evaluation(file.at("evaluation"), impl->report);
+      return Predictor(std::move(impl));
     }
     const json& options = file.at("options");
     impl->options.seed = options.at("seed").get<std::uint64_t>();
@@ -1630,21 +1757,7 @@ Predictor Predictor::from_json_text(std::string_view text, const std::string& or
                                    : interval.at("cheap_log1p_half_width").get<double>();
       impl->models.push_back(std::move(model));
     }
-    const json& evaluation = file.at("evaluation");
-    const json& split = evaluation.at("split");
-    impl->report.train_rows = integer_of<std::size_t>(split.at("train"));
-    impl->report.validation_rows = integer_of<std::size_t>(split.at("validation"));
-    impl->report.calibration_rows = integer_of<std::size_t>(split.at("calibration"));
-    impl->report.test_rows = integer_of<std::size_t>(split.at("test"));
-    for (const json& s : evaluation.at("scores")) {
-      impl->report.scores.push_back({s.at("method").get<std::string>(),
-                                     s.at("target").get<std::string>(),
-                                     metrics_from_json(s.at("metrics"))});
-    }
-    evaluation.at("notes").get_to(impl->report.notes);
-    impl->report.fit_seconds = evaluation.at("fit_seconds").get<double>();
-    if (evaluation.contains("fitted_ids"))
-      evaluation.at("fitted_ids").get_to(impl->report.fitted_ids);
+    read_evaluation(file.at("evaluation"), impl->report);
     return Predictor(std::move(impl));
   } catch (const json::exception& e) {
     throw Error(ErrorCategory::kInput, origin + ": corrupt carb model file: " + e.what());
@@ -1657,5 +1770,7 @@ Predictor Predictor::from_json_text(std::string_view text, const std::string& or
     throw;
   }
 }
+
+}  // namespace model_detail
 
 }  // namespace carb

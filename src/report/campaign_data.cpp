@@ -126,6 +126,7 @@ CampaignData load_campaigns(const std::vector<std::string>& paths) {
       found->sources.push_back(path);
       Pooled& into = pooled[record.fingerprint];
       for (MeasuredTargets& m : store.ok_measurements(record.fingerprint)) {
+        ++found->instances[m.host_instance];
         into.ok.emplace_back(std::move(m), path);
       }
       for (MeasurementOutcome& outcome : store.outcomes(record.fingerprint)) {
@@ -147,6 +148,15 @@ CampaignData load_campaigns(const std::vector<std::string>& paths) {
   }
   for (DeviceCampaign& device : data.devices) summarise(device, pooled[device.fingerprint]);
   return data;
+}
+
+std::string pooled_hosts_warning(const DeviceCampaign& device) {
+  if (device.instances.size() < 2) return "";
+  return "warning: " + device.name + ": its measurements come from " +
+         std::to_string(device.instances.size()) +
+         " host instances pooled as one device (the fingerprint matches; the machines or boots "
+         "differ, and hosts of one CPU model differ in latency by up to a third): " +
+         instances_text(device.instances);
 }
 
 const DeviceCampaign& find_device(const CampaignData& data,

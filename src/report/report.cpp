@@ -132,7 +132,7 @@ std::string notes_html(const std::vector<std::string>& notes) {
 std::string overview_html(const CampaignData& data) {
   std::string out =
       "<table><thead><tr><th>device</th><th>fingerprint</th><th>databases</th>"
-      "<th>configurations measured</th><th>measurement rows by status</th>"
+      "<th>host instances</th><th>configurations measured</th><th>measurement rows by status</th>"
       "<th>configurations that never succeeded</th></tr></thead><tbody>";
   for (const DeviceCampaign& device : data.devices) {
     std::string statuses, sources;
@@ -146,10 +146,14 @@ std::string overview_html(const CampaignData& data) {
       sources += (sources.empty() ? "" : ", ") + source;
     out += "<tr>" + td(device.name) + "<td><code class=\"fingerprint\">" +
            escape_html(device.fingerprint) + "</code></td>" + td(sources) +
-           num(static_cast<double>(device.rows.size()), 10) + td(statuses) +
-           num(static_cast<double>(device.failures.size()), 10) + "</tr>";
+           td(instances_text(device.instances)) + num(static_cast<double>(device.rows.size()), 10) +
+           td(statuses) + num(static_cast<double>(device.failures.size()), 10) + "</tr>";
   }
   out += "</tbody></table>";
+  for (const DeviceCampaign& device : data.devices) {
+    const std::string pooled = pooled_hosts_warning(device);
+    if (!pooled.empty()) out += notes_html({pooled});
+  }
   for (const DeviceCampaign& device : data.devices) {
     if (device.failures.empty()) continue;
     constexpr std::size_t kShown = 50;

@@ -314,7 +314,9 @@ std::vector<MeasuredTargets> Store::ok_measurements(std::string_view fingerprint
       impl_->db.get(),
       "SELECT m.configuration_key, d.fingerprint, m.started_at, m.finished_at, m.device_median_ms, "
       "m.wall_median_ms, m.energy_j, m.energy_null_reason, m.engine_peak_bytes, "
-      "m.process_peak_rss_bytes FROM measurements m JOIN devices d ON d.id = m.device_id "
+      "m.process_peak_rss_bytes, "
+      "COALESCE(json_extract(m.provenance, '$.host.instance'), '') AS host_instance "
+      "FROM measurements m JOIN devices d ON d.id = m.device_id "
       "WHERE m.status = 'ok' AND (:fingerprint = '' OR d.fingerprint = :fingerprint) "
       "ORDER BY m.configuration_key, m.finished_at, m.id");
   rows.bind(":fingerprint", fingerprint);
@@ -334,6 +336,7 @@ std::vector<MeasuredTargets> Store::ok_measurements(std::string_view fingerprint
     row.energy_null_reason = rows.optional_text("energy_null_reason").value_or("");
     row.engine_peak_bytes = rows.optional_integer("engine_peak_bytes");
     row.process_peak_rss_bytes = rows.optional_integer("process_peak_rss_bytes");
+    row.host_instance = rows.text("host_instance");
   }
   return measured;
 }

@@ -57,7 +57,12 @@ struct CpuinfoProcessor {
   std::optional<std::uint64_t> physical_id;
   std::optional<std::uint64_t> core_id;
   std::set<std::string, std::less<>> flags;
+  std::map<std::string, std::string, std::less<>> identity;  // family, model, stepping, ...
 };
+
+// cpuinfo fields that tell a CPU's revision and caches apart, kept as text.
+constexpr std::string_view kIdentityFields[] = {"cpu family", "model", "stepping", "microcode",
+                                                "cache size"};
 
 std::optional<std::uint64_t> parse_topology_field(const fs::path& path, std::string_view key,
                                                   std::string_view value) {
@@ -86,7 +91,7 @@ std::vector<CpuinfoProcessor> parse_cpuinfo(const fs::path& path, const std::str
         throw host_error(path.string() + ": 'processor' is " +
                          telemetry_detail::quote_content(value) + ", not a CPU number");
       }
-      processors.push_back(CpuinfoProcessor{static_cast<int>(*id), {}, {}, {}, {}, {}});
+      processors.push_back(CpuinfoProcessor{static_cast<int>(*id), {}, {}, {}, {}, {}, {}});
       continue;
     }
     if (processors.empty()) {
@@ -107,6 +112,9 @@ std::vector<CpuinfoProcessor> parse_cpuinfo(const fs::path& path, const std::str
       while (words >> flag) {
         processor.flags.insert(flag);
       }
+    } else if (std::find(std::begin(kIdentityFields), std::end(kIdentityFields), key) !=
+               std::end(kIdentityFields)) {
+      processor.identity[std::string(key)] = collapse_whitespace(value);
     }
   }
   if (processors.empty()) {
@@ -139,6 +147,17 @@ void fill_cpu_fields(const std::vector<CpuinfoProcessor>& processors, HostInfo& 
       host.physical_cores = static_cast<int>(cores.size());
     }
   }
+
+  const auto field = [&](std::string_view name) {
+    const auto found = processors.front().identity.find(name);
+    return found == processors.front().identity.end() ? std::string() : found->second;
+  };
+  host.cpu_family = field("cpu family");
+  host.cpu_model_number = field("model");
+  host.cpu_stepping = field("stepping");
+  host.microcode = field("microcode");
+  if (const std::string cache = field("cache size"); !cache.empty()) host.caches["cpuinfo"] = cache;
+  host.hypervisor = processors.front().flags.contains("hypervisor") ? "yes" : "none";
 
   // Only an extension every CPU has can be relied on by a kernel that may run on any of them.
   for (const std::string_view flag : kInferenceIsaFlags) {
@@ -179,6 +198,39 @@ std::uint64_t parse_mem_total_bytes(const fs::path& path, const std::string& tex
   return *bytes;
 }
 
+// A small text file's trimmed content, or empty when it cannot be read.
+std::string read_optional(const fs::path& path) {
+  const FileText read = telemetry_detail::read_file_text(path);
+  return read.text ? collapse_whitespace(*read.text) : std::string();
+}
+
+// sysfs's cache sizes of CPU 0, by level and type: "L1d", "L1i", "L2", "L3".
+void read_caches(const fs::path& root, HostInfo& host) {
+  const fs::path caches = telemetry_detail::under_root(root, "sys/devices/system/cpu/cpu0/cache");
+  std::error_code error;
+  for (const fs::directory_entry& entry : fs::directory_iterator(caches, error)) {
+    if (entry.path().filename().string().rfind("index", 0) != 0) continue;
+    const std::string level = read_optional(entry.path() / "level");
+    const std::string type = read_optional(entry.path() / "type");
+    const std::string size = read_optional(entry.path() / "size");
+    if (level.empty() || size.empty()) continue;
+    const std::string suffix = type == "Data" ? "d" : type == "Instruction" ? "i" : "";
+    host.caches["L" + level + suffix] = size;
+  }
+}
+
+// What the guest sees of its hypervisor beside cpuinfo's flag.
+void describe_hypervisor(const fs::path& root, HostInfo& host) {
+  if (host.hypervisor == "none") return;
+  std::string details;
+  for (const char* file :
+       {"sys/hypervisor/type", "sys/class/dmi/id/sys_vendor", "sys/class/dmi/id/product_name"}) {
+    const std::string text = read_optional(telemetry_detail::under_root(root, file));
+    if (!text.empty()) details += (details.empty() ? "" : "; ") + text;
+  }
+  if (!details.empty()) host.hypervisor += " (" + details + ")";
+}
+
 }  // namespace
 
 HostInfo read_host_info(const std::filesystem::path& root) {
@@ -200,7 +252,19 @@ HostInfo read_host_info(const std::filesystem::path& root) {
 
   const fs::path meminfo_path = telemetry_detail::under_root(root, "proc/meminfo");
   host.memory_total_bytes = parse_mem_total_bytes(meminfo_path, read_required(meminfo_path));
+
+  host.machine_id = read_optional(telemetry_detail::under_root(root, "etc/machine-id"));
+  host.boot_id =
+      read_optional(telemetry_detail::under_root(root, "proc/sys/kernel/random/boot_id"));
+  read_caches(root, host);
+  describe_hypervisor(root, host);
   return host;
+}
+
+std::string host_instance(const HostInfo& host) {
+  if (host.machine_id.empty() && host.boot_id.empty()) return "";
+  const auto head = [](const std::string& id) { return id.empty() ? "?" : id.substr(0, 8); };
+  return head(host.machine_id) + ":" + head(host.boot_id);
 }
 
 std::string governor_summary(const HostInfo& host) {
@@ -252,6 +316,15 @@ nlohmann::json host_info_json(const HostInfo& host) {
       {"governor", governor_summary(host)},
       {"memory_total_bytes", host.memory_total_bytes},
       {"fingerprint", device_fingerprint(host)},
+      {"machine_id", host.machine_id},
+      {"boot_id", host.boot_id},
+      {"instance", host_instance(host)},
+      {"hypervisor", host.hypervisor},
+      {"cpu_family", host.cpu_family},
+      {"cpu_model_number", host.cpu_model_number},
+      {"cpu_stepping", host.cpu_stepping},
+      {"microcode", host.microcode},
+      {"caches", host.caches},
   };
   if (host.physical_cores) {
     json["physical_cores"] = *host.physical_cores;

@@ -189,6 +189,29 @@ TEST_F(CpuDeviceTest, ArenaIsThePlannedArenaAndWithinTheAnalyticPeakPlusTheKeptI
   }
 }
 
+TEST_F(CpuDeviceTest, PlannedMemoryIsExactlyWhatPrepareReaches) {
+  // Shapes the planner must get right: odd widths whose channels the blocked layout pads, batch
+  // sizes between the usual powers of two, both block types, both stems, bf16 where it runs.
+  std::vector<std::string> keys = {
+      kTinyBasic, kTinyBottleneck, "basic12_w0.375_nods_r36_b3_fp32_k10",
+      "bottleneck20_w0.625_ds_r44_b6_fp32_k10", "basic16_w1.125_ds_r52_b1_fp32_k10"};
+  if (device_.supports(parse_key("basic10_w0.25_ds_r32_b2_bf16_k10")).supported) {
+    keys.push_back("basic10_w0.375_ds_r32_b5_bf16_k10");
+  }
+  for (const std::string& key : keys) {
+    const std::optional<MemoryUsage> planned = device_.plan_memory(parse_key(key));
+    ASSERT_TRUE(planned.has_value()) << key;
+    const MemoryUsage prepared = prepare(key)->memory();
+    EXPECT_EQ(planned->weight_bytes, prepared.weight_bytes) << key;
+    EXPECT_EQ(planned->activation_bytes, prepared.activation_bytes) << key;
+    EXPECT_EQ(planned->scratchpad_bytes, prepared.scratchpad_bytes) << key;
+    EXPECT_EQ(planned->peak_bytes, prepared.peak_bytes) << key;
+    EXPECT_GT(planned->peak_bytes, planned->steady_bytes()) << key;  // a layer's staging on top
+  }
+  // Planning an unsupported configuration fails as prepare() does.
+  EXPECT_THROW(device_.plan_memory(parse_key("basic10_w0.25_ds_r32_b2_fp16_k10")), Error);
+}
+
 TEST_F(CpuDeviceTest, SameSeedGivesIdenticalBitsAndAnotherSeedDoesNot) {
   const std::vector<float> first = run_once(*prepare(kTinyBottleneck, 11));
   const std::vector<float> second = run_once(*prepare(kTinyBottleneck, 11));

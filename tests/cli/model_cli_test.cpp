@@ -409,3 +409,107 @@ TEST_F(ModelCli, RefinesByReplayingAFinishedCampaign) {
     EXPECT_EQ(lines(result_bad.out), 1) << result_bad.out;
   }
 }
+
+// carb fit --from: a model of the reference adapted from 16 chosen rows of a campaign, scored on
+// the rest; and what fit, evaluate and report say of rows from two host instances.
+TEST_F(ModelCli, TransfersFromFewRowsAndTellsHostInstancesApart) {
+  ASSERT_EQ(fit.exit_code, 0) << fit.out;
+  const std::string pid = std::to_string(::getpid());
+  const std::string two = testing::TempDir() + "transfer-two-hosts-" + pid + ".sqlite";
+  ASSERT_EQ(std::system(("cp " + db + " " + two).c_str()), 0);
+  // Two hosts of one device: the first 800 rows measured on one, the rest on another.
+  sql(two,
+      "UPDATE measurements SET provenance = json_set(provenance, '$.host.instance', CASE WHEN id "
+      "<= (SELECT min(id) + 799 FROM measurements) THEN 'aaaa1111:b0000001' ELSE "
+      "'cccc2222:b0000002' END)");
+
+  const std::string out = two + ".transfer.json";
+  CommandResult result =
+      run("fit --from " + model + " --db " + two + " --instance cccc --rows 16 " +
+              "--seed 3 --threads 1 --format json -o " + out,
+          false);
+  ASSERT_EQ(result.exit_code, 0) << result.out;
+  auto summary = nlohmann::json::parse(result.out);
+  EXPECT_EQ(summary.at("rows"), 16);
+  EXPECT_EQ(summary.at("scored_rows"), 800 - 16);
+  ASSERT_EQ(summary.at("targets").size(), 3u);
+  EXPECT_EQ(summary.at("targets")[1].at("available"), false);  // energy: NULL in the campaign
+  double latency_mape = -1;
+  for (const auto& s : summary.at("scores")) {
+    if (s.at("target") == "latency" && s.at("method") == "carb") latency_mape = s.at("mape");
+  }
+  // The same machine's rows: the transfer has little to learn, and must not unlearn.
+  EXPECT_GT(latency_mape, 0);
+  EXPECT_LT(latency_mape, 15);
+  {
+    std::ifstream in(out);
+    const auto file = nlohmann::json::parse(in);
+    EXPECT_EQ(file.at("device").at("instances"), nlohmann::json({{"cccc2222:b0000002", 16}}));
+    EXPECT_EQ(file.at("transfer").at("rows"), 16);
+  }
+
+  // Pooled rows of two hosts: fit says so; --instance keeps one; a wrong one is one error line.
+  result = run("fit --db " + two + " --fixed-rounds 5 --forest-trees 4 --threads 1 -o " + out);
+  ASSERT_EQ(result.exit_code, 0) << result.out;
+  EXPECT_NE(result.out.find("the rows come from 2 host instances, pooled as one device"),
+            std::string::npos)
+      << result.out;
+  result = run("fit --db " + two + " --instance dddd --threads 1 -o " + out);
+  EXPECT_EQ(result.exit_code, 2);
+  EXPECT_EQ(lines(result.out), 1) << result.out;
+  EXPECT_NE(result.out.find("no measurements of host instance 'dddd'"), std::string::npos);
+  EXPECT_NE(result.out.find("aaaa1111:b0000001 (800 rows)"), std::string::npos) << result.out;
+
+  // A model of one host scored on the other's rows: the same fingerprint, another host.
+  const std::string first_host = two + ".aaaa.json";
+  ASSERT_EQ(run("fit --db " + two +
+                " --instance aaaa --fixed-rounds 5 --forest-trees 4 "
+                "--threads 1 -o " +
+                first_host)
+                .exit_code,
+            0);
+  result = run("evaluate --model " + first_host + " --db " + two + " --instance cccc --format json",
+               false);
+  ASSERT_EQ(result.exit_code, 0) << result.out;
+  const auto evaluation = nlohmann::json::parse(result.out);
+  EXPECT_EQ(evaluation.at("transfer"), true);
+  EXPECT_EQ(evaluation.at("same_fingerprint"), true);
+  EXPECT_NE(evaluation.at("hosts").get<std::string>().find("did not measure"), std::string::npos);
+  EXPECT_EQ(evaluation.at("distance")[2].at("rows"), 800);
+  result = run("evaluate --model " + first_host + " --db " + two + " --instance aaaa --format json",
+               false);
+  EXPECT_EQ(nlohmann::json::parse(result.out).at("transfer"), false);
+
+  // Bad input: a table model as the source, a database without rows, K above what is measured.
+  const std::string table = testing::TempDir() + "transfer-table-" + pid + ".csv";
+  {
+    std::ofstream csv(table);
+    csv << "x,y\n";
+    for (int i = 1; i <= 60; ++i) csv << i << "," << 3 * i + (i % 7) << "\n";
+  }
+  const std::string table_model = table + ".json";
+  ASSERT_EQ(run("fit --table " + table + " --features x --target y --threads 1 -o " + table_model)
+                .exit_code,
+            0);
+  result = run("fit --from " + table_model + " --db " + two + " -o " + out);
+  EXPECT_EQ(result.exit_code, 2);
+  EXPECT_EQ(lines(result.out), 1) << result.out;
+  EXPECT_NE(result.out.find("was fitted on a table"), std::string::npos) << result.out;
+  const std::string empty = testing::TempDir() + "transfer-empty-" + pid + ".sqlite";
+  ASSERT_EQ(std::system(("cp " + db + " " + empty).c_str()), 0);
+  sql(empty, "DELETE FROM measurements");
+  result = run("fit --from " + model + " --db " + empty + " -o " + out);
+  EXPECT_EQ(result.exit_code, 2);
+  EXPECT_EQ(lines(result.out), 1) << result.out;
+  result = run("fit --from " + model + " --db " + two +
+               " --instance aaaa --rows 5000 --threads 1 "
+               "-o " +
+               out);
+  EXPECT_EQ(result.exit_code, 0) << result.out;
+  EXPECT_NE(result.out.find("--rows 5000 but the database holds 800 measured configurations"),
+            std::string::npos)
+      << result.out;
+  for (const std::string& path : {two, empty, table, table_model, out, first_host}) {
+    std::filesystem::remove(path);
+  }
+}

@@ -178,7 +178,59 @@ TEST(HostInfo, JsonDumpCarriesEveryField) {
   EXPECT_EQ(json.at("governor"), "unavailable");
   EXPECT_EQ(json.at("memory_total_bytes"), 24684096ull * 1024);
   EXPECT_EQ(json.at("fingerprint"), device_fingerprint(host));
-  EXPECT_EQ(json.size(), 12u);
+  // Identity that is not in the fingerprint: nothing of it can be read under this root but
+  // cpuinfo's revision and cache size.
+  EXPECT_EQ(json.at("machine_id"), "");
+  EXPECT_EQ(json.at("boot_id"), "");
+  EXPECT_EQ(json.at("instance"), "");
+  EXPECT_EQ(json.at("hypervisor"), "yes");
+  EXPECT_EQ(json.at("cpu_family"), "25");
+  EXPECT_EQ(json.at("cpu_model_number"), "1");
+  EXPECT_EQ(json.at("cpu_stepping"), "1");
+  EXPECT_EQ(json.at("microcode"), "0x1000065");
+  EXPECT_EQ(json.at("caches"), nlohmann::json({{"cpuinfo", "512 KB"}}));
+  EXPECT_EQ(json.size(), 21u);
+}
+
+TEST(HostInfo, IdentityTellsMachinesAndBootsApartButNotTheFingerprint) {
+  FakeRoot root;
+  write_proc(root, data_file("cpuinfo_amd_epyc_vm.txt"), "vm");
+  root.write("etc/machine-id", "3d1219c7a0b14c6f8e2d9a51c0ffee00\n");
+  root.write("proc/sys/kernel/random/boot_id", "e8c3e171-5b2f-4c1e-9d0a-123456789abc\n");
+  root.write("sys/hypervisor/type", "xen\n");
+  root.write("sys/class/dmi/id/sys_vendor", "QEMU\n");
+  root.write("sys/devices/system/cpu/cpu0/cache/index0/level", "1\n");
+  root.write("sys/devices/system/cpu/cpu0/cache/index0/type", "Data\n");
+  root.write("sys/devices/system/cpu/cpu0/cache/index0/size", "32K\n");
+  root.write("sys/devices/system/cpu/cpu0/cache/index2/level", "2\n");
+  root.write("sys/devices/system/cpu/cpu0/cache/index2/type", "Unified\n");
+  root.write("sys/devices/system/cpu/cpu0/cache/index2/size", "512K\n");
+  const HostInfo first = read_host_info(root.path());
+  EXPECT_EQ(first.machine_id, "3d1219c7a0b14c6f8e2d9a51c0ffee00");
+  EXPECT_EQ(host_instance(first), "3d1219c7:e8c3e171");
+  EXPECT_EQ(first.hypervisor, "yes (xen; QEMU)");
+  EXPECT_EQ(first.caches.at("L1d"), "32K");
+  EXPECT_EQ(first.caches.at("L2"), "512K");
+
+  // After a reboot (a VM may come back on another physical host) the instance changes; the
+  // fingerprint, which decides what is one device, does not.
+  root.write("proc/sys/kernel/random/boot_id", "0badf00d-5b2f-4c1e-9d0a-123456789abc\n");
+  const HostInfo rebooted = read_host_info(root.path());
+  EXPECT_EQ(host_instance(rebooted), "3d1219c7:0badf00d");
+  EXPECT_EQ(device_fingerprint(rebooted), device_fingerprint(first));
+}
+
+TEST(HostSpeed, MeasuresPlausibleBandwidthAndMultiplyAddRates) {
+  const HostSpeed speed = measure_host_speed(0.1);
+  // Any machine carb runs on streams between 0.1 and 1000 GB/s on one thread and multiplies
+  // and adds between 0.05 and 1000 GFLOP/s; zero or NaN means the probe measured nothing.
+  EXPECT_GT(speed.triad_gb_per_s, 0.1);
+  EXPECT_LT(speed.triad_gb_per_s, 1000);
+  EXPECT_GT(speed.fma_gflop_per_s, 0.05);
+  EXPECT_LT(speed.fma_gflop_per_s, 1000);
+  EXPECT_GT(speed.seconds, 0);
+  const nlohmann::json json = host_speed_json(speed);
+  EXPECT_DOUBLE_EQ(json.at("triad_gb_per_s").get<double>(), speed.triad_gb_per_s);
 }
 
 void expect_runtime_error(const FakeRoot& root, const std::string& message) {

@@ -98,6 +98,11 @@ class CpuDevice final : public Device {
     return make_cpu_session(build_network(config), seed, engine_, weight_memory_);
   }
 
+  std::optional<MemoryUsage> plan_memory(const Config& config) const override {
+    require_support(config, info_);
+    return plan_cpu_memory(build_network(config), engine_);
+  }
+
   void keep_memory_between_sessions(bool keep) const override { weight_memory_->keep(keep); }
 
   std::int64_t kept_memory_bytes() const override { return weight_memory_->kept_bytes(); }

@@ -14,6 +14,10 @@ namespace carb::cpu {
 /// core the process may run on); DNNL_MAX_CPU_ISA caps the instruction set it dispatches to.
 std::unique_ptr<Backend> make_cpu_backend();
 
+/// What preparing `network` on `engine` would take (MemoryUsage as the session reports it),
+/// from oneDNN's primitive descriptions and the arena plan alone: nothing allocated or generated.
+MemoryUsage plan_cpu_memory(const Network& network, const dnnl::engine& engine);
+
 /// Prepares `network` on `engine` (a CPU engine) in fp32 or bf16 activations and weights, its
 /// weights in memory taken from `weight_memory` and given back to it when the session ends.
 std::unique_ptr<Session> make_cpu_session(const Network& network, std::uint64_t seed,

@@ -13,9 +13,9 @@
 #include <utility>
 #include <vector>
 
-#include <nlohmann/json.hpp>
 #include <omp.h>
 #include <sys/mman.h>
+#include <nlohmann/json.hpp>
 
 #include "carb/error.hpp"
 #include "cpu_backend.hpp"
@@ -188,88 +188,42 @@ class PrepareClock {
   std::array<double, kPhases> seconds_{};
 };
 
-class CpuSession final : public Session {
+// What a network needs on this engine, known before anything is allocated or generated: every
+// primitive's description (oneDNN's choice of kernels and weight layouts), the arena plan, the
+// shared scratchpad, and so the exact memory figures prepare() will reach (Device::plan_memory).
+// The session builds on it.
+class CpuPlanner {
  public:
-  CpuSession(const Network& network, std::uint64_t seed, const dnnl::engine& engine,
-             std::shared_ptr<WeightMemory> weight_memory)
+  CpuPlanner(const Network& network, const dnnl::engine& engine)
       : network_(network),
-        weight_memory_(std::move(weight_memory)),
         engine_(engine),
-        stream_(CARB_DNNL(dnnl::stream(engine, dnnl::stream::flags::in_order))),
         data_type_(network.config.precision == Precision::kBf16 ? DataType::bf16 : DataType::f32),
         plan_(plan_execution(network)) {
     CARB_CHECK(network.config.precision != Precision::kFp16, "fp16 reached the CPU engine");
-    const std::vector<OpDescription> descriptions = describe_primitives();
+    descriptions_ = describe_primitives();
     clock_.lap(PrepareClock::kDescribe);
-    allocate_buffers(descriptions);
-    planned_peak_bytes_ = plan_peak_bytes(descriptions);
-    std::size_t staging_values = 0;
-    for (const Op& op : plan_.ops) {
-      if (op.kind == OpKind::kConv || op.kind == OpKind::kFullyConnected) {
-        staging_values = std::max(staging_values, layer_parameter_sizes(network_, op.layer).weight);
-      }
+    std::vector<BufferRequest> requests;
+    requests.reserve(plan_.values.size());
+    for (std::size_t v = 0; v < plan_.values.size(); ++v) {
+      const Value& value = plan_.values[v];
+      requests.push_back(
+          {desc_bytes(activation_desc_of(static_cast<int>(v))), value.first_op, value.last_op});
     }
-    Staging staging(staging_values);
-    clock_.lap(PrepareClock::kAllocate);
-    for (std::size_t k = 0; k < plan_.ops.size(); ++k) {
-      bind_kernel(k, descriptions[k], seed, staging);
+    arena_plan_ = plan_arena(requests, kAlignmentBytes);
+    planned_.activation_bytes = arena_plan_.arena_bytes;
+    planned_.scratchpad_bytes = round_up(scratchpad_bytes_needed_, kAlignmentBytes);
+    planned_.peak_bytes = plan_peak_bytes();
+    for (const OpDescription& description : descriptions_) {
+      if (!description.weights_reorder) continue;
+      planned_.weight_bytes += desc_bytes(description.primitive.weights_desc()) +
+                               desc_bytes(description.primitive.weights_desc(1));
     }
-    input_.arena_view = arena_view(plan_.input_value, input_.desc.dst_desc());
-    output_.arena_view = arena_view(plan_.output_value, output_.desc.src_desc());
-    input_.primitive = CARB_DNNL(dnnl::reorder(input_.desc));
-    output_.primitive = CARB_DNNL(dnnl::reorder(output_.desc));
-
-    const std::vector<float> input = generate_input(network_, seed);
-    memory_.peak_bytes = std::max(memory_.peak_bytes, memory_.steady_bytes() + vector_bytes(input));
-    CARB_CHECK(memory_.peak_bytes == planned_peak_bytes_, "prepare's peak differs from its plan");
-    const SingleThreaded single_threaded;
-    set_input(input);
-    clock_.lap(PrepareClock::kInput);
   }
 
-  // The weight region goes back to the device, which keeps it for the next session when asked
-  // to (Device::keep_memory_between_sessions).
-  ~CpuSession() override { weight_memory_->give_back(std::move(weights_)); }
-  CpuSession(const CpuSession&) = delete;
-  CpuSession& operator=(const CpuSession&) = delete;
+  /// The memory figures prepare() reaches (weights, arena, scratchpad, and its high-water mark).
+  const MemoryUsage& planned() const { return planned_; }
 
-  void run() override {
-    for (Kernel& kernel : kernels_) CARB_DNNL(kernel.primitive.execute(stream_, kernel.args));
-  }
-
-  void sync() override { CARB_DNNL(stream_.wait()); }
-
-  const Network& network() const override { return network_; }
-  MemoryUsage memory() const override { return memory_; }
-  nlohmann::json details() const override { return {{"prepare_s", clock_.to_json()}}; }
-
-  std::vector<KernelInfo> kernels() const override {
-    std::vector<KernelInfo> infos;
-    infos.reserve(kernels_.size());
-    for (const Kernel& kernel : kernels_) infos.push_back(kernel.info);
-    return infos;
-  }
-
-  void set_input(std::span<const float> values) override {
-    const std::int64_t expected =
-        network_.tensors[static_cast<std::size_t>(network_.input)].elements();
-    if (static_cast<std::int64_t>(values.size()) != expected) {
-      throw Error(ErrorCategory::kInput, "input of " + to_key(network_.config) + " needs " +
-                                             std::to_string(expected) + " values, got " +
-                                             std::to_string(values.size()));
-    }
-    // A reorder only reads its source, so handing oneDNN a non-const pointer is safe.
-    convert(input_, const_cast<float*>(values.data()), true);
-  }
-
-  std::vector<float> read_output() override {
-    const Shape& shape = network_.tensors[static_cast<std::size_t>(network_.output)];
-    std::vector<float> values(static_cast<std::size_t>(shape.elements()));
-    convert(output_, values.data(), false);
-    return values;
-  }
-
- private:
+ protected:
   const Shape& tensor(int id) const { return network_.tensors[static_cast<std::size_t>(id)]; }
   const Layer& layer(int index) const { return network_.layers[static_cast<std::size_t>(index)]; }
   Memory::desc activation_desc_of(int value) const {
@@ -383,46 +337,6 @@ class CpuSession final : public Session {
     return CARB_DNNL(Memory::desc({out.c, in.c, window, window}, DataType::f32, Tag::oihw));
   }
 
-  // Phase 2: the arena at its planned size, the shared scratchpad, and one region for every
-  // weight and bias (its pages are backed layer by layer as load_weights() writes them).
-  void allocate_buffers(const std::vector<OpDescription>& descriptions) {
-    std::int64_t weight_region_bytes = 0;
-    weight_offsets_.assign(descriptions.size(), -1);
-    for (std::size_t k = 0; k < descriptions.size(); ++k) {
-      if (!descriptions[k].weights_reorder) continue;
-      const dnnl::primitive_desc& desc = descriptions[k].primitive;
-      weight_offsets_[k] = weight_region_bytes;
-      weight_region_bytes += round_up(desc_bytes(desc.weights_desc()), kAlignmentBytes) +
-                             round_up(desc_bytes(desc.weights_desc(1)), kAlignmentBytes);
-    }
-    weights_ = weight_memory_->take(weight_region_bytes);
-    std::vector<BufferRequest> requests;
-    requests.reserve(plan_.values.size());
-    for (std::size_t v = 0; v < plan_.values.size(); ++v) {
-      const Value& value = plan_.values[v];
-      requests.push_back(
-          {desc_bytes(activation_desc_of(static_cast<int>(v))), value.first_op, value.last_op});
-    }
-    arena_plan_ = plan_arena(requests, kAlignmentBytes);
-    arena_ = Pages(arena_plan_.arena_bytes);
-    populate_pages(arena_.data(), arena_plan_.arena_bytes);
-    memory_.activation_bytes = arena_plan_.arena_bytes;
-    memory_.scratchpad_bytes = round_up(scratchpad_bytes_needed_, kAlignmentBytes);
-    scratchpad_ = Pages(memory_.scratchpad_bytes);
-    populate_pages(scratchpad_.data(), memory_.scratchpad_bytes);
-    memory_.peak_bytes = memory_.steady_bytes();
-  }
-
-  Memory arena_view(int value, const Memory::desc& desc) const {
-    return CARB_DNNL(Memory(
-        desc, engine_, arena_.data() + arena_plan_.offsets_bytes[static_cast<std::size_t>(value)]));
-  }
-
-  std::unordered_map<int, Memory> scratchpad_arg(const Memory::desc& desc) const {
-    if (desc_bytes(desc) == 0) return {};
-    return {{DNNL_ARG_SCRATCHPAD, CARB_DNNL(Memory(desc, engine_, scratchpad_.data()))}};
-  }
-
   // Bytes of one layer's batch norm and bias while its weights are staged (conv: gamma, beta,
   // mean, variance and the folded bias; fc: its bias).
   std::int64_t staged_parameter_bytes(const Op& op) const {
@@ -440,13 +354,13 @@ class CpuSession final : public Session {
   // Prepare's high-water mark, known before any weight is loaded: the steady state so far plus
   // one layer's staged parameters, layer by layer, then with the input. The staging area keeps
   // spare pages only while they fit under it.
-  std::int64_t plan_peak_bytes(const std::vector<OpDescription>& descriptions) const {
-    std::int64_t steady = memory_.steady_bytes();
+  std::int64_t plan_peak_bytes() const {
+    std::int64_t steady = planned_.activation_bytes + planned_.scratchpad_bytes;
     std::int64_t peak = steady;
     for (std::size_t k = 0; k < plan_.ops.size(); ++k) {
-      if (!descriptions[k].weights_reorder) continue;
+      if (!descriptions_[k].weights_reorder) continue;
       const Op& op = plan_.ops[k];
-      const dnnl::primitive_desc& desc = descriptions[k].primitive;
+      const dnnl::primitive_desc& desc = descriptions_[k].primitive;
       steady += desc_bytes(desc.weights_desc()) + desc_bytes(desc.weights_desc(1));
       const auto weights = layer_parameter_sizes(network_, op.layer).weight;
       peak = std::max(peak, steady + static_cast<std::int64_t>(weights * sizeof(float)) +
@@ -454,6 +368,127 @@ class CpuSession final : public Session {
     }
     const auto input_values = tensor(network_.input).elements();
     return std::max(peak, steady + input_values * static_cast<std::int64_t>(sizeof(float)));
+  }
+
+  PrepareClock clock_;  ///< first: it starts when prepare() does
+  Network network_;
+  dnnl::engine engine_;
+  DataType data_type_;
+  Tag blocked_layout_ = blocked_layout();
+  ExecutionPlan plan_;
+  std::vector<OpDescription> descriptions_;  ///< one per op of plan_
+  std::int64_t scratchpad_bytes_needed_ = 0;
+  ArenaPlan arena_plan_;
+  Conversion input_;
+  Conversion output_;
+  MemoryUsage planned_;
+};
+
+class CpuSession final : public Session, private CpuPlanner {
+ public:
+  CpuSession(const Network& network, std::uint64_t seed, const dnnl::engine& engine,
+             std::shared_ptr<WeightMemory> weight_memory)
+      : CpuPlanner(network, engine),
+        weight_memory_(std::move(weight_memory)),
+        stream_(CARB_DNNL(dnnl::stream(engine, dnnl::stream::flags::in_order))) {
+    allocate_buffers();
+    std::size_t staging_values = 0;
+    for (const Op& op : plan_.ops) {
+      if (op.kind == OpKind::kConv || op.kind == OpKind::kFullyConnected) {
+        staging_values = std::max(staging_values, layer_parameter_sizes(network_, op.layer).weight);
+      }
+    }
+    Staging staging(staging_values);
+    clock_.lap(PrepareClock::kAllocate);
+    for (std::size_t k = 0; k < plan_.ops.size(); ++k) {
+      bind_kernel(k, descriptions_[k], seed, staging);
+    }
+    input_.arena_view = arena_view(plan_.input_value, input_.desc.dst_desc());
+    output_.arena_view = arena_view(plan_.output_value, output_.desc.src_desc());
+    input_.primitive = CARB_DNNL(dnnl::reorder(input_.desc));
+    output_.primitive = CARB_DNNL(dnnl::reorder(output_.desc));
+
+    const std::vector<float> input = generate_input(network_, seed);
+    memory_.peak_bytes = std::max(memory_.peak_bytes, memory_.steady_bytes() + vector_bytes(input));
+    CARB_CHECK(memory_ == planned_, "prepare's memory differs from its plan");
+    const SingleThreaded single_threaded;
+    set_input(input);
+    clock_.lap(PrepareClock::kInput);
+  }
+
+  // The weight region goes back to the device, which keeps it for the next session when asked
+  // to (Device::keep_memory_between_sessions).
+  ~CpuSession() override { weight_memory_->give_back(std::move(weights_)); }
+  CpuSession(const CpuSession&) = delete;
+  CpuSession& operator=(const CpuSession&) = delete;
+
+  void run() override {
+    for (Kernel& kernel : kernels_) CARB_DNNL(kernel.primitive.execute(stream_, kernel.args));
+  }
+
+  void sync() override { CARB_DNNL(stream_.wait()); }
+
+  const Network& network() const override { return network_; }
+  MemoryUsage memory() const override { return memory_; }
+  nlohmann::json details() const override { return {{"prepare_s", clock_.to_json()}}; }
+
+  std::vector<KernelInfo> kernels() const override {
+    std::vector<KernelInfo> infos;
+    infos.reserve(kernels_.size());
+    for (const Kernel& kernel : kernels_) infos.push_back(kernel.info);
+    return infos;
+  }
+
+  void set_input(std::span<const float> values) override {
+    const std::int64_t expected =
+        network_.tensors[static_cast<std::size_t>(network_.input)].elements();
+    if (static_cast<std::int64_t>(values.size()) != expected) {
+      throw Error(ErrorCategory::kInput, "input of " + to_key(network_.config) + " needs " +
+                                             std::to_string(expected) + " values, got " +
+                                             std::to_string(values.size()));
+    }
+    // A reorder only reads its source, so handing oneDNN a non-const pointer is safe.
+    convert(input_, const_cast<float*>(values.data()), true);
+  }
+
+  std::vector<float> read_output() override {
+    const Shape& shape = network_.tensors[static_cast<std::size_t>(network_.output)];
+    std::vector<float> values(static_cast<std::size_t>(shape.elements()));
+    convert(output_, values.data(), false);
+    return values;
+  }
+
+ private:
+  // Phase 2: the arena at its planned size, the shared scratchpad, and one region for every
+  // weight and bias (its pages are backed layer by layer as load_weights() writes them).
+  void allocate_buffers() {
+    std::int64_t weight_region_bytes = 0;
+    weight_offsets_.assign(descriptions_.size(), -1);
+    for (std::size_t k = 0; k < descriptions_.size(); ++k) {
+      if (!descriptions_[k].weights_reorder) continue;
+      const dnnl::primitive_desc& desc = descriptions_[k].primitive;
+      weight_offsets_[k] = weight_region_bytes;
+      weight_region_bytes += round_up(desc_bytes(desc.weights_desc()), kAlignmentBytes) +
+                             round_up(desc_bytes(desc.weights_desc(1)), kAlignmentBytes);
+    }
+    weights_ = weight_memory_->take(weight_region_bytes);
+    arena_ = Pages(arena_plan_.arena_bytes);
+    populate_pages(arena_.data(), arena_plan_.arena_bytes);
+    memory_.activation_bytes = planned_.activation_bytes;
+    memory_.scratchpad_bytes = planned_.scratchpad_bytes;
+    scratchpad_ = Pages(memory_.scratchpad_bytes);
+    populate_pages(scratchpad_.data(), memory_.scratchpad_bytes);
+    memory_.peak_bytes = memory_.steady_bytes();
+  }
+
+  Memory arena_view(int value, const Memory::desc& desc) const {
+    return CARB_DNNL(Memory(
+        desc, engine_, arena_.data() + arena_plan_.offsets_bytes[static_cast<std::size_t>(value)]));
+  }
+
+  std::unordered_map<int, Memory> scratchpad_arg(const Memory::desc& desc) const {
+    if (desc_bytes(desc) == 0) return {};
+    return {{DNNL_ARG_SCRATCHPAD, CARB_DNNL(Memory(desc, engine_, scratchpad_.data()))}};
   }
 
   // Phase 3, per op: weights generated into the staging area, folded and reordered into the
@@ -490,7 +525,7 @@ class CpuSession final : public Session {
 
     const LayerParameterSizes sizes = layer_parameter_sizes(network_, op.layer);
     const std::span<float> plain_values = staging.take(
-        sizes.weight, planned_peak_bytes_ - memory_.steady_bytes() - staged_parameter_bytes(op));
+        sizes.weight, planned_.peak_bytes - memory_.steady_bytes() - staged_parameter_bytes(op));
     std::int64_t staged_bytes = static_cast<std::int64_t>(plain_values.size_bytes());
     std::vector<float> bias_values;
     if (op.kind == OpKind::kConv) {
@@ -538,28 +573,21 @@ class CpuSession final : public Session {
     CARB_DNNL(stream_.wait());
   }
 
-  PrepareClock clock_;  ///< first: it starts when prepare() does
-  Network network_;
   std::shared_ptr<WeightMemory> weight_memory_;
-  dnnl::engine engine_;
   dnnl::stream stream_;
-  DataType data_type_;
-  Tag blocked_layout_ = blocked_layout();
-  ExecutionPlan plan_;
-  std::int64_t scratchpad_bytes_needed_ = 0;
-  ArenaPlan arena_plan_;
   Pages arena_;
   Pages scratchpad_;
   Pages weights_;  ///< every conv's and fc's weights and bias, each at its weight_offsets_ entry
   std::vector<std::int64_t> weight_offsets_;  ///< per op: its weights' offset in weights_, or -1
   std::vector<Kernel> kernels_;
-  Conversion input_;
-  Conversion output_;
   MemoryUsage memory_;
-  std::int64_t planned_peak_bytes_ = 0;
 };
 
 }  // namespace
+
+MemoryUsage plan_cpu_memory(const Network& network, const dnnl::engine& engine) {
+  return CpuPlanner(network, engine).planned();
+}
 
 std::unique_ptr<Session> make_cpu_session(const Network& network, std::uint64_t seed,
                                           const dnnl::engine& engine,

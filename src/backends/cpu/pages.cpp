@@ -57,7 +57,8 @@ Pages& Pages::operator=(Pages&& other) noexcept {
 }
 
 void Pages::truncate(std::int64_t bytes) {
-  const std::int64_t kept = std::min(round_up(std::max<std::int64_t>(bytes, 0), page_bytes()), bytes_);
+  const std::int64_t kept =
+      std::min(round_up(std::max<std::int64_t>(bytes, 0), page_bytes()), bytes_);
   if (kept == 0) {
     *this = Pages();
     return;

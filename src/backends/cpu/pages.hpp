@@ -1,5 +1,6 @@
 // The CPU engine's memory: its own anonymous mappings (on transparent huge pages where the kernel
-// allows), and the weight memory a device keeps between sessions (Device::keep_memory_between_sessions).
+// allows), and the weight memory a device keeps between sessions
+// (Device::keep_memory_between_sessions).
 #pragma once
 
 #include <cstdint>

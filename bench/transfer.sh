@@ -1,0 +1,163 @@
+#!/usr/bin/env bash
+# Few-shot transfer to a new device (docs/model.md, "Transfer"; figures in docs/benchmarks.md,
+# "Transfer"). For each case SOURCE -> TARGET, five seeds:
+#   K = 0     the source model as it is (no transfer), scored on every target row;
+#   K = 8..128 and "all" (80% of the target rows): carb fit --from SOURCE --rows K, the K rows
+#             chosen spread over the source's predictions (and, side by side, at random), scored
+#             on the target rows not chosen; the table also gives one global scale factor
+#             fitted on the same K rows ("scale");
+#   full      carb fit on the target alone, scored on its own test split (15%).
+# Per target: MAPE, Spearman and 90% interval coverage, mean over the seeds (min-max).
+#   bash bench/transfer.sh [out-dir (out/bench-transfer)] [quick]
+# Cases: the AMD reference campaign <-> the Intel rounds campaign (both shipped), and the AMD
+# reference -> the local campaign (data/cpu-local-transfer.sqlite.xz), whose held-out space
+# (examples/spaces/cpu-heldout.yaml, knob values between cpu-demo's) gives the unseen-knob rows.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+carb=${CARB:-build/src/cli/carb}
+out=${1:-out/bench-transfer}
+quick=${2:-}
+mkdir -p "$out"
+seeds="1 2 3 4 5"
+ks="8 16 32 64 128 all"
+if [ -n "$quick" ]; then seeds="1 2"; ks="8 16"; fi
+
+for name in cpu-reference cpu-reference-rounds cpu-local-transfer; do
+  [ -f "$out/$name.sqlite" ] || xz -dc "data/$name.sqlite.xz" > "$out/$name.sqlite"
+done
+# The local campaign holds two spaces: cpu-demo's knob values (seen) and cpu-heldout's (unseen).
+if [ ! -f "$out/local-seen.sqlite" ]; then
+  for part in seen unseen; do
+    cp "$out/cpu-local-transfer.sqlite" "$out/local-$part.sqlite"
+  done
+  /usr/bin/python3 - "$out" <<'EOF'
+import sqlite3, sys, subprocess
+out = sys.argv[1]
+keys = subprocess.run(["build/src/cli/carb", "space", "list", "--spec", "examples/spaces/cpu-heldout.yaml"],
+                      capture_output=True, text=True, check=True).stdout.split()
+for part, keep_heldout in (("seen", False), ("unseen", True)):
+    db = sqlite3.connect(f"{out}/local-{part}.sqlite")
+    db.execute("CREATE TEMP TABLE heldout (key TEXT PRIMARY KEY)")
+    db.executemany("INSERT OR IGNORE INTO heldout VALUES (?)", [(k,) for k in keys])
+    db.execute("DELETE FROM measurements WHERE configuration_key " +
+               ("NOT IN" if keep_heldout else "IN") + " (SELECT key FROM heldout)")
+    db.commit()
+    print(part, db.execute("SELECT count(*) FROM measurements WHERE status = 'ok'").fetchone()[0], "ok rows")
+EOF
+fi
+
+# Source models: each campaign fitted on its own (drift as the campaign allows: the Intel rounds
+# campaign has probes; the local one is fitted as measured, its probe drift did not follow the
+# networks, docs/benchmarks.md).
+fit_source() {  # name db drift
+  [ -f "$out/$1.json" ] || $carb fit --db "$2" -o "$out/$1.json" --threads 1 --drift "$3" \
+    --format json > "$out/$1.fit.json" 2> /dev/null
+}
+fit_source amd "$out/cpu-reference.sqlite" auto
+fit_source intel "$out/cpu-reference-rounds.sqlite" auto
+
+run_case() {  # case source target-db drift
+  local case=$1 source=$2 db=$3 drift=$4 n
+  n=$(sqlite3 "$db" "SELECT count(DISTINCT configuration_key) FROM measurements WHERE status = 'ok'")
+  for seed in $seeds; do
+    $carb evaluate --model "$out/$source.json" --db "$db" --drift "$drift" --format json \
+      > "$out/$case-k0-s$seed.json" 2> /dev/null
+    $carb fit --db "$db" -o "$out/$case-full-s$seed.json" --seed "$seed" --threads 1 \
+      --drift "$drift" --format json > "$out/$case-full-s$seed.out" 2> /dev/null
+    for k in $ks; do
+      local rows=$k
+      [ "$k" = all ] && rows=$((n * 8 / 10))
+      for choose in spread random; do
+        [ "$choose" = random ] && [ "$k" = all ] && continue
+        $carb fit --from "$out/$source.json" --db "$db" --drift "$drift" --rows "$rows" \
+          --seed "$seed" --choose "$choose" --threads 1 --format json \
+          -o "$out/$case-k$k-$choose-s$seed.model.json" \
+          > "$out/$case-k$k-$choose-s$seed.json" 2> /dev/null
+      done
+    done
+  done
+}
+run_case amd-intel amd "$out/cpu-reference-rounds.sqlite" auto
+run_case intel-amd intel "$out/cpu-reference.sqlite" auto
+run_case amd-local amd "$out/local-seen.sqlite" off
+
+# Unseen knob values: transfer models fitted on the seen local rows, scored on the unseen ones;
+# and a model fitted on the seen local rows alone, scored on both.
+for seed in $seeds; do
+  $carb evaluate --model "$out/amd.json" --db "$out/local-unseen.sqlite" --drift off \
+    --format json > "$out/unseen-k0-s$seed.json" 2> /dev/null
+  for k in $ks; do
+    $carb evaluate --model "$out/amd-local-k$k-spread-s$seed.model.json" \
+      --db "$out/local-unseen.sqlite" --drift off --format json \
+      > "$out/unseen-k$k-spread-s$seed.json" 2> /dev/null
+  done
+  $carb evaluate --model "$out/amd-local-full-s$seed.json" --db "$out/local-unseen.sqlite" \
+    --drift off --format json > "$out/unseen-full-s$seed.json" 2> /dev/null
+done
+
+/usr/bin/python3 - "$out" "$seeds" "$ks" <<'EOF'
+import json, statistics, sys
+out, seeds, ks = sys.argv[1], sys.argv[2].split(), sys.argv[3].split()
+
+def scores(path, method="carb"):
+    """{target: (mape, spearman, coverage)} of one result file ({} when there is none)."""
+    try:
+        data = json.load(open(path))
+    except FileNotFoundError:
+        return {}
+    if "scores" in data and isinstance(data["scores"], list) and data["scores"] and "metrics" in data["scores"][0]:
+        rows = [dict(s["metrics"], target=s["target"], method=s["method"]) for s in data["scores"]]
+    elif "evaluation" in data:
+        rows = [dict(s["metrics"], target=s["target"], method=s["method"]) for s in data["evaluation"]["scores"]]
+    else:
+        rows = data["scores"]
+    found = {}
+    for r in rows:
+        if r["method"] == method:
+            found[r["target"]] = (r["mape"], r["spearman"], r.get("coverage"))
+    return found
+
+def cell(values, fmt):
+    values = [v for v in values if v is not None]
+    if not values:
+        return "-"
+    mean = statistics.mean(values)
+    return (fmt % mean) + (f" ({fmt % min(values)}-{fmt % max(values)})" if len(values) > 1 else "")
+
+def table(case, title):
+    print(f"\n== {title}: mean over seeds {' '.join(seeds)} (min-max)")
+    print(f"{'target':8} {'K':>5} {'how':8} {'MAPE %':>22} {'Spearman':>24} {'coverage %':>22}")
+    for target in ("memory", "latency"):
+        def line(k, how, files, method="carb"):
+            got = [scores(f, method).get(target) for f in files]
+            got = [g for g in got if g]
+            if not got:
+                return
+            print(f"{target:8} {k:>5} {how:8} {cell([g[0] for g in got], '%.2f'):>22} "
+                  f"{cell([g[1] for g in got], '%.4f'):>24} {cell([g[2] for g in got], '%.1f'):>22}")
+        line("0", "source", [f"{out}/{case}-k0-s{s}.json" for s in seeds])
+        if target == "memory":  # carb's memory is the engine's plan where this machine runs it
+            line("0", "model", [f"{out}/{case}-k0-s{s}.json" for s in seeds], "memory-model")
+        for k in ks:
+            line(k, "spread", [f"{out}/{case}-k{k}-spread-s{s}.json" for s in seeds])
+            if target == "memory":
+                line(k, "model", [f"{out}/{case}-k{k}-spread-s{s}.json" for s in seeds], "memory-model")
+            if k != "all":
+                line(k, "random", [f"{out}/{case}-k{k}-random-s{s}.json" for s in seeds])
+                line(k, "scale", [f"{out}/{case}-k{k}-spread-s{s}.json" for s in seeds], "scale")
+        line("full", "target", [f"{out}/{case}-full-s{s}.json" for s in seeds])
+
+table("amd-intel", "AMD reference -> Intel rounds")
+table("intel-amd", "Intel rounds -> AMD reference")
+table("amd-local", "AMD reference -> this machine (seen knob values)")
+table("unseen", "AMD reference -> this machine, scored on unseen knob values (transfer fitted on seen rows)")
+
+print("\n== chosen methods (latency), K: method counts over seeds")
+for case in ("amd-intel", "intel-amd", "amd-local"):
+    for k in ks:
+        methods = []
+        for s in seeds:
+            data = json.load(open(f"{out}/{case}-k{k}-spread-s{s}.json"))
+            methods += [t["method"] for t in data["targets"] if t["target"] == "latency"]
+        print(f"{case:10} K={k:>4}: " + ", ".join(f"{m} {methods.count(m)}" for m in sorted(set(methods))))
+EOF

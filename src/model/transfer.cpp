@@ -1,0 +1,1053 @@
+// Transfer to a new device (docs/model.md, "Transfer"): a source model of one device and a few
+// measurements of another make a model of the other. Per target, candidate corrections of the
+// source's predictions are cross-validated on the target rows; the chosen one's out-of-fold
+// residuals give the intervals. Also: which rows to measure for it.
+#include "transfer.hpp"
+
+#include <Eigen/Dense>
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <map>
+#include <numeric>
+#include <random>
+#include <sstream>
+#include <tuple>
+
+#include "carb/error.hpp"
+
+namespace carb {
+
+namespace model_detail {
+
+namespace {
+
+using json = nlohmann::json;
+
+constexpr double kTiny = 1e-300;  // a prediction of 0 has no log; this one does
+/// Ridge strength pulling loglinear's slope towards 1 (the source's scale), in units of squared
+/// natural-log deviations: with 8 rows spread over a 50x range it barely moves the fit; with 2
+/// rows close together it keeps the slope near 1.
+constexpr double kSlopeShrink = 2.0;
+/// Ridge strength pulling structural's four weights towards the common factor.
+constexpr double kStructuralShrink = 0.3;
+constexpr std::size_t kMinRowsLogLinear = 3;
+constexpr std::size_t kMinRowsStructural = 4;
+constexpr std::size_t kMinRowsResidualTrees = 32;
+constexpr std::size_t kMaxFolds = 10;
+constexpr std::size_t kRefitFolds = 5;
+
+const std::array<std::pair<TransferMethod, std::string_view>, 5> kMethodNames = {{
+    {TransferMethod::kScale, "scale"},
+    {TransferMethod::kLogLinear, "loglinear"},
+    {TransferMethod::kStructural, "structural"},
+    {TransferMethod::kResidualTrees, "residual-trees"},
+    {TransferMethod::kRefit, "refit"},
+}};
+
+double log_of(double value) { return std::log(std::max(value, kTiny)); }
+
+double median_of(std::vector<double> values) {
+  if (values.empty()) return 0;
+  const std::size_t mid = values.size() / 2;
+  std::nth_element(values.begin(), values.begin() + static_cast<long>(mid), values.end());
+  double median = values[mid];
+  if (values.size() % 2 == 0) {
+    median =
+        (median + *std::max_element(values.begin(), values.begin() + static_cast<long>(mid))) / 2;
+  }
+  return median;
+}
+
+// The regularized incomplete beta function I_x(a, b), by its continued fraction (Lentz).
+double incomplete_beta(double x, double a, double b) {
+  if (x <= 0) return 0;
+  if (x >= 1) return 1;
+  if (x > (a + 1) / (a + b + 2)) return 1 - incomplete_beta(1 - x, b, a);
+  const double front = std::exp(std::lgamma(a + b) - std::lgamma(a) - std::lgamma(b) +
+                                a * std::log(x) + b * std::log(1 - x)) /
+                       a;
+  double c = 1, d = 1 - (a + b) * x / (a + 1);
+  d = 1 / (std::abs(d) < 1e-300 ? 1e-300 : d);
+  double f = d;
+  for (int m = 1; m < 300; ++m) {
+    for (int step = 0; step < 2; ++step) {
+      const double md = m;
+      const double numerator =
+          step == 0 ? md * (b - md) * x / ((a + 2 * md - 1) * (a + 2 * md))
+                    : -(a + md) * (a + b + md) * x / ((a + 2 * md) * (a + 2 * md + 1));
+      d = 1 + numerator * d;
+      d = 1 / (std::abs(d) < 1e-300 ? 1e-300 : d);
+      c = 1 + numerator / c;
+      if (std::abs(c) < 1e-300) c = 1e-300;
+      f *= c * d;
+    }
+    if (std::abs(c * d - 1) < 1e-12) break;
+  }
+  return front * f;
+}
+
+// P(T <= t) for Student's t with `df` degrees of freedom.
+double student_t_cdf(double t, double df) {
+  const double tail = 0.5 * incomplete_beta(df / (df + t * t), df / 2, 0.5);
+  return t >= 0 ? 1 - tail : tail;
+}
+
+double student_t_quantile(double p, double df) {
+  double low = -1e3, high = 1e3;
+  for (int i = 0; i < 200; ++i) {
+    const double mid = (low + high) / 2;
+    (student_t_cdf(mid, df) < p ? low : high) = mid;
+  }
+  return (low + high) / 2;
+}
+
+// Rows of out-of-fold residuals from which intervals are cross-conformal; below, a Student-t
+// interval whose variance pools the residuals with the source's own (it was measured on many
+// rows of its device, and a correction fitted on a few rows is rarely better than it).
+constexpr std::size_t kConformalRows = 40;
+// How many rows the source's variance counts for in the pool.
+constexpr double kSourceVarianceRows = 3;
+
+// The half-width of intervals around predictions whose residuals (prediction - measurement,
+// natural-log space) on held-out rows are `residuals`: cross-conformal, the ceil((n+1) coverage)
+// smallest absolute residual, from kConformalRows rows on; below, a Student-t interval whose
+// variance pools theirs with `source_sd` (the source's log-residual standard deviation, 0 when
+// unknown) as kSourceVarianceRows rows.
+double interval_half_width(const std::vector<double>& residuals, double coverage, double source_sd,
+                           std::string* method) {
+  const std::size_t n = residuals.size();
+  std::vector<double> scores;
+  for (double r : residuals) scores.push_back(std::abs(r));
+  std::sort(scores.begin(), scores.end());
+  const auto rank = static_cast<std::size_t>(std::ceil((static_cast<double>(n) + 1) * coverage));
+  if (n >= kConformalRows && rank >= 1 && rank <= n) {
+    *method = "cross-conformal";
+    return scores[rank - 1];
+  }
+  const double prior_rows = source_sd > 0 ? kSourceVarianceRows : 0;
+  *method = prior_rows > 0 ? "student-t, pooled with the source's" : "student-t";
+  const double df = prior_rows + static_cast<double>(n) - 1;
+  if (df < 1) return std::numeric_limits<double>::infinity();
+  const double mean =
+      n > 0 ? std::accumulate(residuals.begin(), residuals.end(), 0.0) / static_cast<double>(n) : 0;
+  double squares = prior_rows * source_sd * source_sd;
+  for (double r : residuals) squares += (r - mean) * (r - mean);
+  const double quantile = student_t_quantile((1 + coverage) / 2, df);
+  // Out-of-fold residuals already carry the fitted correction's own error: no widening for it.
+  return quantile * std::sqrt(squares / df);
+}
+
+// The source's log-residual standard deviation implied by its intervals on `rows`: the median
+// log(high / value) over the normal quantile of its coverage; 0 where it has none.
+double source_sd_of(const std::vector<TargetPrediction>& predictions,
+                    const std::vector<std::size_t>& rows, double coverage) {
+  std::vector<double> widths;
+  for (std::size_t i : rows) {
+    const TargetPrediction& p = predictions[i];
+    if (p.available && p.value > 0 && p.high > p.value)
+      widths.push_back(std::log(p.high / p.value));
+  }
+  if (widths.empty()) return 0;
+  std::nth_element(widths.begin(), widths.begin() + widths.size() / 2, widths.end());
+  // The normal quantile by bisection on erf: (1 + coverage) / 2.
+  double low = 0, high = 10;
+  for (int i = 0; i < 100; ++i) {
+    const double mid = (low + high) / 2;
+    (0.5 * (1 + std::erf(mid / std::sqrt(2.0))) < (1 + coverage) / 2 ? low : high) = mid;
+  }
+  return widths[widths.size() / 2] / low;
+}
+
+// One target's candidate fitted on some rows: the parameters that predict from s (and features).
+struct Fitted {
+  double scale = 0;
+  double intercept = 0, slope = 1;
+  std::array<double, 4> weights{};
+  xgb::Booster residual;
+};
+
+// The rows a candidate learns from, and what it sees of each.
+struct Rows {
+  std::vector<double> s;                     // natural log of the source's prediction
+  std::vector<double> ly;                    // natural log of the measurement
+  std::vector<std::array<double, 4>> parts;  // the source's additive prior parts (or empty)
+  std::vector<float> x;                      // features + s, for the residual trees
+  std::size_t cols = 0;
+};
+
+double fit_scale(const Rows& rows, const std::vector<std::size_t>& use) {
+  std::vector<double> residuals;
+  for (std::size_t i : use) residuals.push_back(rows.ly[i] - rows.s[i]);
+  return median_of(residuals);
+}
+
+// ly ~ a + b s, least squares with a ridge of kSlopeShrink on (b - 1).
+std::pair<double, double> fit_loglinear(const Rows& rows, const std::vector<std::size_t>& use) {
+  const double n = static_cast<double>(use.size());
+  double mean_s = 0, mean_y = 0;
+  for (std::size_t i : use) {
+    mean_s += rows.s[i] / n;
+    mean_y += rows.ly[i] / n;
+  }
+  double sxy = 0, sxx = 0;
+  for (std::size_t i : use) {
+    sxy += (rows.s[i] - mean_s) * (rows.ly[i] - mean_y);
+    sxx += (rows.s[i] - mean_s) * (rows.s[i] - mean_s);
+  }
+  const double slope = (sxy + kSlopeShrink) / (sxx + kSlopeShrink);
+  return {mean_y - slope * mean_s, slope};
+}
+
+// measurement / source ~ (w . parts) / sum(parts), for the least relative squared error, w >= 0,
+// with a ridge of kStructuralShrink pulling every w towards the common factor (fit_scale's).
+std::array<double, 4> fit_structural(const Rows& rows, const std::vector<std::size_t>& use) {
+  const double common = std::exp(fit_scale(rows, use));
+  const Eigen::Index n = static_cast<Eigen::Index>(use.size());
+  Eigen::MatrixXd a(n + 4, 4);
+  Eigen::VectorXd b(n + 4);
+  for (Eigen::Index r = 0; r < n; ++r) {
+    const std::size_t i = use[static_cast<std::size_t>(r)];
+    const auto& parts = rows.parts[i];
+    const double total = parts[0] + parts[1] + parts[2] + parts[3];
+    // Relative residual: (source x (w . parts) / total - y) / y.
+    const double factor = std::exp(rows.s[i] - rows.ly[i]) / (total > 0 ? total : 1);
+    for (Eigen::Index c = 0; c < 4; ++c) a(r, c) = parts[static_cast<std::size_t>(c)] * factor;
+    b(r) = 1;
+  }
+  const double root = std::sqrt(kStructuralShrink);
+  for (Eigen::Index c = 0; c < 4; ++c) {
+    a.row(n + c).setZero();
+    a(n + c, c) = root;
+    b(n + c) = root * common;
+  }
+  // Non-negative least squares by projected coordinate descent on the normal equations.
+  const Eigen::MatrixXd gram = a.transpose() * a;
+  const Eigen::VectorXd rhs = a.transpose() * b;
+  Eigen::VectorXd w = Eigen::VectorXd::Constant(4, common);
+  for (int sweep = 0; sweep < 2000; ++sweep) {
+    double change = 0;
+    for (Eigen::Index c = 0; c < 4; ++c) {
+      if (gram(c, c) <= 0) continue;
+      const double gradient = gram.row(c).dot(w) - rhs(c);
+      const double next = std::max(0.0, w(c) - gradient / gram(c, c));
+      change = std::max(change, std::abs(next - w(c)));
+      w(c) = next;
+    }
+    if (change < 1e-12) break;
+  }
+  return {w(0), w(1), w(2), w(3)};
+}
+
+double structural_log(const std::array<double, 4>& w, double s, const std::array<double, 4>& p) {
+  const double total = p[0] + p[1] + p[2] + p[3];
+  const double weighted = w[0] * p[0] + w[1] * p[1] + w[2] * p[2] + w[3] * p[3];
+  if (!(total > 0)) return s + std::log(std::max((w[0] + w[1] + w[2] + w[3]) / 4, kTiny));
+  return s + std::log(std::max(weighted / total, kTiny));
+}
+
+std::map<std::string, std::string> residual_tree_params(std::size_t rows, std::uint64_t seed,
+                                                        int threads) {
+  return {{"objective", "reg:squarederror"},
+          {"tree_method", "hist"},
+          {"max_depth", "3"},
+          {"eta", "0.05"},
+          {"subsample", "0.8"},
+          {"lambda", "1"},
+          {"min_child_weight", std::to_string(std::max<std::size_t>(3, rows / 20))},
+          {"base_score", "0"},
+          {"seed", std::to_string(seed)},
+          {"nthread", std::to_string(threads > 0 ? threads : 0)},
+          {"verbosity", "0"}};
+}
+constexpr int kResidualRounds = 200;
+
+xgb::Booster fit_residual(const Rows& rows, const std::vector<std::size_t>& use, double intercept,
+                          double slope, std::uint64_t seed, int threads) {
+  std::vector<float> x;
+  std::vector<float> labels;
+  for (std::size_t i : use) {
+    x.insert(x.end(), rows.x.begin() + static_cast<long>(i * rows.cols),
+             rows.x.begin() + static_cast<long>((i + 1) * rows.cols));
+    labels.push_back(static_cast<float>(rows.ly[i] - (intercept + slope * rows.s[i])));
+  }
+  const xgb::Matrix train(x.data(), use.size(), rows.cols, labels);
+  return xgb::Booster::train(residual_tree_params(use.size(), seed, threads), train, nullptr,
+                             kResidualRounds, 0);
+}
+
+Fitted fit_method(TransferMethod method, const Rows& rows, const std::vector<std::size_t>& use,
+                  std::uint64_t seed, int threads) {
+  Fitted fitted;
+  fitted.scale = fit_scale(rows, use);
+  std::tie(fitted.intercept, fitted.slope) = use.size() >= kMinRowsLogLinear
+                                                 ? fit_loglinear(rows, use)
+                                                 : std::pair<double, double>{fitted.scale, 1.0};
+  if (method == TransferMethod::kStructural) fitted.weights = fit_structural(rows, use);
+  if (method == TransferMethod::kResidualTrees) {
+    fitted.residual = fit_residual(rows, use, fitted.intercept, fitted.slope, seed, threads);
+  }
+  return fitted;
+}
+
+// A fitted candidate's natural-log predictions for `which` rows of `rows`.
+std::vector<double> predict_method(TransferMethod method, const Fitted& fitted, const Rows& rows,
+                                   const std::vector<std::size_t>& which) {
+  std::vector<double> out;
+  out.reserve(which.size());
+  for (std::size_t i : which) {
+    switch (method) {
+      case TransferMethod::kScale:
+        out.push_back(rows.s[i] + fitted.scale);
+        break;
+      case TransferMethod::kStructural:
+        out.push_back(structural_log(fitted.weights, rows.s[i], rows.parts[i]));
+        break;
+      default:
+        out.push_back(fitted.intercept + fitted.slope * rows.s[i]);
+    }
+  }
+  if (method == TransferMethod::kResidualTrees) {
+    std::vector<float> x;
+    for (std::size_t i : which) {
+      x.insert(x.end(), rows.x.begin() + static_cast<long>(i * rows.cols),
+               rows.x.begin() + static_cast<long>((i + 1) * rows.cols));
+    }
+    const std::vector<float> trees = fitted.residual.predict(x.data(), which.size(), rows.cols);
+    for (std::size_t k = 0; k < out.size(); ++k) out[k] += trees[k];
+  }
+  return out;
+}
+
+// Fold of each of `n` rows: a seeded permutation dealt round-robin into `folds` folds.
+std::vector<std::size_t> fold_of(std::size_t n, std::size_t folds, std::uint64_t seed) {
+  std::vector<std::size_t> order(n);
+  std::iota(order.begin(), order.end(), 0);
+  std::mt19937_64 random(seed);
+  for (std::size_t i = n; i > 1; --i) std::swap(order[i - 1], order[random() % i]);
+  std::vector<std::size_t> fold(n);
+  for (std::size_t k = 0; k < n; ++k) fold[order[k]] = k % folds;
+  return fold;
+}
+
+// Out-of-fold natural-log predictions of a candidate on every row.
+std::vector<double> out_of_fold(TransferMethod method, const Rows& rows, std::size_t folds,
+                                std::uint64_t seed, int threads) {
+  const std::size_t n = rows.s.size();
+  const std::vector<std::size_t> fold = fold_of(n, folds, seed);
+  std::vector<double> oof(n, std::nan(""));
+  for (std::size_t f = 0; f < folds; ++f) {
+    std::vector<std::size_t> train, held;
+    for (std::size_t i = 0; i < n; ++i) (fold[i] == f ? held : train).push_back(i);
+    if (held.empty() || train.empty()) continue;
+    const Fitted fitted = fit_method(method, rows, train, seed, threads);
+    const std::vector<double> predicted = predict_method(method, fitted, rows, held);
+    for (std::size_t k = 0; k < held.size(); ++k) oof[held[k]] = predicted[k];
+  }
+  return oof;
+}
+
+// Per-row absolute percentage errors of natural-log predictions.
+std::vector<double> percentage_errors(const std::vector<double>& predicted,
+                                      const std::vector<double>& ly) {
+  std::vector<double> errors;
+  for (std::size_t i = 0; i < ly.size(); ++i) {
+    errors.push_back(100 * std::abs(std::expm1(predicted[i] - ly[i])));
+  }
+  return errors;
+}
+
+double mean_of(const std::vector<double>& values) {
+  return values.empty() ? 0
+                        : std::accumulate(values.begin(), values.end(), 0.0) /
+                              static_cast<double>(values.size());
+}
+
+std::string percent(double value) {
+  std::ostringstream text;
+  text.precision(3);
+  text << value << "%";
+  return text.str();
+}
+
+}  // namespace
+
+std::string_view to_string(TransferMethod method) {
+  for (const auto& [value, name] : kMethodNames) {
+    if (value == method) return name;
+  }
+  return "?";
+}
+
+std::optional<TransferMethod> parse_transfer_method(std::string_view text) {
+  for (const auto& [value, name] : kMethodNames) {
+    if (name == text) return value;
+  }
+  return std::nullopt;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Prediction
+
+namespace {
+
+// What a layer predicts from: the source's natural-log predictions and parts, per target.
+struct SourceView {
+  std::vector<std::vector<TargetPrediction>> predictions;
+  std::vector<std::vector<std::array<double, 4>>> parts;
+};
+
+SourceView view_source(const Predictor& source, const float* x, std::size_t rows, const int* batch,
+                       bool cheap) {
+  SourceView view;
+  view.predictions = cheap ? source.predict_cheap(x, rows) : source.predict(x, rows, batch);
+  for (std::size_t t = 0; t < source.targets().size(); ++t) {
+    view.parts.push_back(source.additive_parts(x, rows, t));
+  }
+  return view;
+}
+
+Rows rows_for(const SourceView& view, std::size_t t, const float* x, std::size_t rows,
+              std::size_t cols) {
+  Rows out;
+  out.cols = cols + 1;
+  for (std::size_t i = 0; i < rows; ++i) {
+    out.s.push_back(log_of(view.predictions[t][i].value));
+    out.parts.push_back(view.parts[t].empty() ? std::array<double, 4>{} : view.parts[t][i]);
+    out.x.insert(out.x.end(), x + i * cols, x + (i + 1) * cols);
+    out.x.push_back(static_cast<float>(out.s.back()));
+  }
+  out.ly.assign(rows, 0);
+  return out;
+}
+
+Fitted fitted_of(const TargetCorrection& correction) {
+  Fitted fitted;
+  fitted.scale = correction.scale;
+  fitted.intercept = correction.intercept;
+  fitted.slope = correction.slope;
+  fitted.weights = correction.weights;
+  return fitted;
+}
+
+}  // namespace
+
+std::vector<std::vector<TargetPrediction>> TransferLayer::predict(const float* x,
+                                                                  std::size_t rows_count,
+                                                                  const int* batch,
+                                                                  bool cheap) const {
+  const std::size_t cols = source->feature_names().size();
+  const SourceView view = view_source(*source, x, rows_count, batch, cheap);
+  std::vector<std::vector<TargetPrediction>> refitted;
+  if (refit)
+    refitted = cheap ? refit->predict_cheap(x, rows_count) : refit->predict(x, rows_count, batch);
+  std::vector<std::size_t> all(rows_count);
+  std::iota(all.begin(), all.end(), 0);
+  std::vector<std::vector<TargetPrediction>> out(targets.size());
+  for (std::size_t t = 0; t < targets.size(); ++t) {
+    const TargetCorrection& correction = targets[t];
+    out[t].resize(rows_count);
+    if (!correction.available) {
+      for (TargetPrediction& p : out[t]) p.reason = correction.reason;
+      continue;
+    }
+    const double width = cheap ? correction.cheap_half_width : correction.half_width;
+    std::vector<double> logs;
+    if (correction.method == TransferMethod::kRefit) {
+      for (std::size_t i = 0; i < rows_count; ++i) logs.push_back(log_of(refitted[t][i].value));
+    } else {
+      const Rows source_rows = rows_for(view, t, x, rows_count, cols);
+      Fitted fitted = fitted_of(correction);
+      // The cheap path leaves the trees out: loglinear is their base.
+      TransferMethod method = correction.method;
+      if (method == TransferMethod::kResidualTrees) {
+        if (cheap) {
+          method = TransferMethod::kLogLinear;
+        } else {
+          logs = predict_method(TransferMethod::kLogLinear, fitted, source_rows, all);
+          const std::vector<float> trees =
+              correction.residual.predict(source_rows.x.data(), rows_count, source_rows.cols);
+          for (std::size_t i = 0; i < rows_count; ++i) logs[i] += trees[i];
+        }
+      }
+      if (logs.empty()) logs = predict_method(method, fitted, source_rows, all);
+    }
+    for (std::size_t i = 0; i < rows_count; ++i) {
+      TargetPrediction& p = out[t][i];
+      p.available = true;
+      p.value = std::exp(logs[i]);
+      p.low = std::isfinite(width) ? std::exp(logs[i] - width) : 0;
+      p.high = std::isfinite(width) ? std::exp(logs[i] + width)
+                                    : std::numeric_limits<double>::infinity();
+    }
+  }
+  return out;
+}
+
+std::vector<std::vector<std::pair<std::string, std::vector<double>>>> TransferLayer::members(
+    const float* x, std::size_t rows_count, const int* batch) const {
+  const std::size_t cols = source->feature_names().size();
+  const SourceView view = view_source(*source, x, rows_count, batch, false);
+  std::vector<std::size_t> all(rows_count);
+  std::iota(all.begin(), all.end(), 0);
+  std::vector<std::vector<std::pair<std::string, std::vector<double>>>> out(targets.size());
+  for (std::size_t t = 0; t < targets.size(); ++t) {
+    const TargetCorrection& correction = targets[t];
+    if (!correction.available) continue;
+    const Rows source_rows = rows_for(view, t, x, rows_count, cols);
+    std::vector<double> source_values;
+    for (std::size_t i = 0; i < rows_count; ++i)
+      source_values.push_back(view.predictions[t][i].value);
+    out[t].emplace_back("source", std::move(source_values));
+    const Fitted fitted = fitted_of(correction);
+    std::vector<TransferMethod> simple = {TransferMethod::kScale, TransferMethod::kLogLinear};
+    if (correction.has_structural) simple.push_back(TransferMethod::kStructural);
+    for (TransferMethod method : simple) {
+      std::vector<double> values = predict_method(method, fitted, source_rows, all);
+      for (double& value : values) value = std::exp(value);
+      out[t].emplace_back(std::string(to_string(method)), std::move(values));
+    }
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The model file
+
+json TransferLayer::to_json() const {
+  json corrections = json::array();
+  for (const TargetCorrection& c : targets) {
+    json entry = {{"available", c.available}};
+    if (!c.available) {
+      entry["reason"] = c.reason;
+      corrections.push_back(std::move(entry));
+      continue;
+    }
+    const auto finite = [](double value) {
+      return std::isfinite(value) ? json(value) : json(nullptr);
+    };
+    entry["method"] = to_string(c.method);
+    entry["scale"] = c.scale;
+    entry["loglinear"] = {{"intercept", c.intercept}, {"slope", c.slope}};
+    entry["structural"] = c.has_structural ? json(c.weights) : json(nullptr);
+    entry["residual_trees"] =
+        c.residual.empty() ? json(nullptr) : json::parse(c.residual.to_json());
+    entry["log_half_width"] = finite(c.half_width);
+    entry["cheap_log_half_width"] = finite(c.cheap_half_width);
+    json cv = json::object();
+    for (const auto& [name, mape] : c.report.cv_mape) cv[name] = mape;
+    entry["choice"] = {{"why", c.report.why},
+                       {"cv_mape", cv},
+                       {"rows", c.report.rows},
+                       {"folds", c.report.folds},
+                       {"interval", c.report.interval}};
+    corrections.push_back(std::move(entry));
+  }
+  return {{"source", PredictorFactory::to_json(*source)},
+          {"refit", refit ? PredictorFactory::to_json(*refit) : json(nullptr)},
+          {"rows", rows},
+          {"notes", notes},
+          {"targets", corrections}};
+}
+
+std::shared_ptr<const TransferLayer> TransferLayer::from_json(const json& j,
+                                                              const std::string& origin) {
+  auto layer = std::make_shared<TransferLayer>();
+  layer->source = std::make_shared<Predictor>(
+      PredictorFactory::from_json(j.at("source"), origin + " (its source model)"));
+  if (!j.at("refit").is_null()) {
+    layer->refit = std::make_shared<Predictor>(
+        PredictorFactory::from_json(j.at("refit"), origin + " (its refit model)"));
+  }
+  j.at("rows").get_to(layer->rows);
+  j.at("notes").get_to(layer->notes);
+  const json& corrections = j.at("targets");
+  if (corrections.size() != layer->source->targets().size()) {
+    throw std::invalid_argument("transfer: one correction per target of the source is needed");
+  }
+  for (std::size_t t = 0; t < corrections.size(); ++t) {
+    const json& entry = corrections[t];
+    TargetCorrection c;
+    c.report.target = layer->source->targets()[t].name;
+    c.available = entry.at("available").get<bool>();
+    c.report.available = c.available;
+    if (!c.available) {
+      c.reason = entry.at("reason").get<std::string>();
+      c.report.reason = c.reason;
+      layer->targets.push_back(std::move(c));
+      continue;
+    }
+    const auto method = parse_transfer_method(entry.at("method").get<std::string>());
+    if (!method)
+      throw std::invalid_argument("transfer: unknown method " + entry.at("method").dump());
+    c.method = *method;
+    c.scale = entry.at("scale").get<double>();
+    c.intercept = entry.at("loglinear").at("intercept").get<double>();
+    c.slope = entry.at("loglinear").at("slope").get<double>();
+    if (!std::isfinite(c.scale) || !std::isfinite(c.intercept) || !std::isfinite(c.slope)) {
+      throw std::invalid_argument("transfer: a correction is not finite");
+    }
+    if (!entry.at("structural").is_null()) {
+      c.has_structural = true;
+      c.weights = entry.at("structural").get<std::array<double, 4>>();
+      for (double w : c.weights) {
+        if (!std::isfinite(w) || w < 0)
+          throw std::invalid_argument("transfer: bad structural weight");
+      }
+    }
+    if (c.method == TransferMethod::kStructural && !c.has_structural) {
+      throw std::invalid_argument("transfer: structural without its weights");
+    }
+    if (!entry.at("residual_trees").is_null()) {
+      c.residual = xgb::Booster::from_json(entry.at("residual_trees").dump());
+      c.residual.set_threads(1);
+    }
+    if (c.method == TransferMethod::kResidualTrees && c.residual.empty()) {
+      throw std::invalid_argument("transfer: residual trees without their trees");
+    }
+    if (c.method == TransferMethod::kRefit && !layer->refit) {
+      throw std::invalid_argument("transfer: refit without the refit model");
+    }
+    const auto width = [](const json& value) {
+      return value.is_null() ? std::numeric_limits<double>::infinity() : value.get<double>();
+    };
+    c.half_width = width(entry.at("log_half_width"));
+    c.cheap_half_width = width(entry.at("cheap_log_half_width"));
+    const json& choice = entry.at("choice");
+    c.report.available = true;
+    c.report.method = std::string(to_string(c.method));
+    choice.at("why").get_to(c.report.why);
+    for (const auto& [name, mape] : choice.at("cv_mape").items()) {
+      c.report.cv_mape.emplace_back(name, mape.get<double>());
+    }
+    choice.at("rows").get_to(c.report.rows);
+    choice.at("folds").get_to(c.report.folds);
+    choice.at("interval").get_to(c.report.interval);
+    c.report.half_width = c.half_width;
+    layer->targets.push_back(std::move(c));
+  }
+  return layer;
+}
+
+}  // namespace model_detail
+
+// ---------------------------------------------------------------------------------------------
+// Fitting
+
+namespace {
+
+using model_detail::TransferMethod;
+
+bool time_like_target(const TargetInfo& info) {
+  return info.name == "latency" || info.name == "energy";
+}
+
+// The model and the data share a feature schema and targets, and the data has rows.
+void check_schema(const Predictor& source, const Dataset& data) {
+  if (data.schema != source.schema() || data.feature_names != source.feature_names()) {
+    throw Error(ErrorCategory::kInput, "the source model's feature schema (" + source.schema() +
+                                           ") differs from the data's (" + data.schema +
+                                           "); refit the source with this carb");
+  }
+  std::string source_targets, data_targets;
+  for (const TargetInfo& info : source.targets())
+    source_targets += (source_targets.empty() ? "" : ",") + info.name;
+  for (const TargetInfo& info : data.targets)
+    data_targets += (data_targets.empty() ? "" : ",") + info.name;
+  if (source_targets != data_targets) {
+    throw Error(ErrorCategory::kInput, "the source model's targets (" + source_targets +
+                                           ") differ from the data's (" + data_targets + ")");
+  }
+  if (data.rows() == 0) {
+    throw Error(ErrorCategory::kInput, "no measured rows of the new device to transfer to");
+  }
+}
+
+void check_compatible(const Predictor& source, const Dataset& data) {
+  if (source.transferred()) {
+    throw Error(ErrorCategory::kInput,
+                "the source model is itself a transfer; fit the new device from its source model");
+  }
+  check_schema(source, data);
+}
+
+}  // namespace
+
+std::vector<DeviceDistance> device_distance(const Predictor& model, const Dataset& data) {
+  check_schema(model, data);
+  const auto predictions = model.predict(data.x.data(), data.rows(), data.batch.data());
+  std::vector<DeviceDistance> out;
+  for (std::size_t t = 0; t < model.targets().size(); ++t) {
+    DeviceDistance& d = out.emplace_back();
+    d.target = model.targets()[t].name;
+    std::vector<double> logs;
+    for (std::size_t i = 0; i < data.rows(); ++i) {
+      const double measured = data.y[t][i];
+      const TargetPrediction& p = predictions[t][i];
+      if (!p.available || !(measured > 0) || !(p.value > 0)) continue;
+      logs.push_back(std::log(measured / p.value));
+    }
+    d.rows = logs.size();
+    if (logs.empty()) continue;
+    double sum = 0;
+    for (double v : logs) sum += v;
+    const double mean = sum / static_cast<double>(logs.size());
+    double squares = 0;
+    for (double v : logs) squares += (v - mean) * (v - mean);
+    d.ratio = std::exp(mean);
+    d.low = std::exp(*std::min_element(logs.begin(), logs.end()));
+    d.high = std::exp(*std::max_element(logs.begin(), logs.end()));
+    d.spread = logs.size() > 1 ? std::sqrt(squares / static_cast<double>(logs.size() - 1)) : 0;
+  }
+  return out;
+}
+
+std::string distance_text(const std::vector<DeviceDistance>& distances) {
+  std::string text;
+  for (const DeviceDistance& d : distances) {
+    if (d.rows == 0) continue;
+    char part[160];
+    std::snprintf(part, sizeof part, "%s %.3gx (%.3gx-%.3gx over %zu rows)", d.target.c_str(),
+                  d.ratio, d.low, d.high, d.rows);
+    text += (text.empty() ? "" : ", ") + std::string(part);
+  }
+  return text.empty() ? "nothing to compare" : text;
+}
+
+Predictor transfer_fit(const Predictor& source_model, const Dataset& data,
+                       const TransferOptions& options, TransferReport* report_out) {
+  using namespace model_detail;
+  const auto started = std::chrono::steady_clock::now();
+  check_compatible(source_model, data);
+  if (options.coverage <= 0 || options.coverage >= 1) {
+    throw Error(ErrorCategory::kUsage, "--coverage must be between 0 and 1 (exclusive)");
+  }
+  TransferReport report;
+  report.source_device =
+      source_model.device_name() + " (" + source_model.device_fingerprint() + ")";
+  auto layer = std::make_shared<TransferLayer>();
+  // The layer keeps a copy of the source: the model file embeds it.
+  layer->source = std::make_shared<Predictor>(
+      PredictorFactory::from_json(PredictorFactory::to_json(source_model), "the source model"));
+  layer->rows = data.rows();
+  const std::size_t cols = data.cols();
+  const SourceView view = model_detail::view_source(*layer->source, data.x.data(), data.rows(),
+                                                    data.batch.data(), false);
+  const SourceView cheap_view = model_detail::view_source(*layer->source, data.x.data(),
+                                                          data.rows(), data.batch.data(), true);
+
+  // A fit from scratch, where there are rows enough: on all of them, and per fold for its
+  // out-of-fold predictions.
+  std::vector<std::vector<double>> refit_oof;  // [target][row], natural log
+  bool refit_offered = false;
+  std::size_t measured_rows = 0;
+  for (std::size_t i = 0; i < data.rows(); ++i) {
+    bool any = false;
+    for (const auto& y : data.y) any = any || !std::isnan(y[i]);
+    measured_rows += any ? 1 : 0;
+  }
+  FitOptions refit_options;
+  refit_options.seed = options.seed;
+  refit_options.coverage = options.coverage;
+  refit_options.threads = options.threads;
+  refit_options.baselines = false;
+  std::shared_ptr<const Predictor> refit;
+  if (measured_rows >= kTransferRefitRows) {
+    refit_offered = true;
+    refit_oof.assign(data.targets.size(), std::vector<double>(data.rows(), std::nan("")));
+    const std::vector<std::size_t> fold = fold_of(data.rows(), kRefitFolds, options.seed);
+    for (std::size_t f = 0; f < kRefitFolds; ++f) {
+      std::vector<std::size_t> train, held;
+      for (std::size_t i = 0; i < data.rows(); ++i) (fold[i] == f ? held : train).push_back(i);
+      const Predictor fitted = Predictor::fit(subset(data, train), refit_options, nullptr);
+      const Dataset held_data = subset(data, held);
+      const auto predicted =
+          fitted.predict(held_data.x.data(), held.size(), held_data.batch.data());
+      for (std::size_t t = 0; t < data.targets.size(); ++t) {
+        if (!predicted[t].front().available) continue;
+        for (std::size_t k = 0; k < held.size(); ++k) {
+          refit_oof[t][held[k]] = log_of(predicted[t][k].value);
+        }
+      }
+    }
+    refit = std::make_shared<Predictor>(Predictor::fit(data, refit_options, nullptr));
+  } else {
+    report.notes.push_back("refit from scratch not offered: " + std::to_string(measured_rows) +
+                           " rows, it needs " + std::to_string(kTransferRefitRows));
+  }
+
+  bool refit_used = false;
+  bool any_available = false;
+  for (std::size_t t = 0; t < data.targets.size(); ++t) {
+    TargetCorrection correction;
+    TransferTargetReport& target_report = correction.report;
+    target_report.target = data.targets[t].name;
+    std::vector<std::size_t> measured;
+    for (std::size_t i = 0; i < data.rows(); ++i) {
+      const double y = data.y[t][i];
+      if (!std::isnan(y) && y > 0) measured.push_back(i);
+    }
+    const bool source_has = !view.predictions[t].empty() && view.predictions[t].front().available;
+    if (!source_has || measured.empty()) {
+      correction.reason = !source_has ? view.predictions[t].front().reason
+                          : !data.missing_reason[t].empty()
+                              ? data.missing_reason[t]
+                              : "no " + data.targets[t].name + " values on the new device";
+      target_report.reason = correction.reason;
+      layer->targets.push_back(std::move(correction));
+      continue;
+    }
+    any_available = true;
+    correction.available = true;
+    target_report.available = true;
+    const std::size_t n = measured.size();
+    // The target's rows, in the order of `measured`.
+    Rows rows;
+    rows.cols = cols + 1;
+    const bool structural = time_like_target(data.targets[t]) && !view.parts[t].empty();
+    for (std::size_t i : measured) {
+      rows.s.push_back(log_of(view.predictions[t][i].value));
+      rows.ly.push_back(std::log(data.y[t][i]));
+      rows.parts.push_back(structural ? view.parts[t][i] : std::array<double, 4>{});
+      rows.x.insert(rows.x.end(), data.row(i), data.row(i) + cols);
+      rows.x.push_back(static_cast<float>(rows.s.back()));
+    }
+    std::vector<TransferMethod> candidates = {TransferMethod::kScale};
+    if (n >= kMinRowsLogLinear) candidates.push_back(TransferMethod::kLogLinear);
+    if (structural && n >= kMinRowsStructural) candidates.push_back(TransferMethod::kStructural);
+    if (n >= kMinRowsResidualTrees) candidates.push_back(TransferMethod::kResidualTrees);
+    const std::size_t folds = std::min(n, kMaxFolds);
+    target_report.rows = n;
+    target_report.folds = folds;
+    std::map<TransferMethod, std::vector<double>> oof;
+    if (n >= 2) {
+      for (TransferMethod method : candidates) {
+        oof[method] = out_of_fold(method, rows, folds, options.seed, options.threads);
+      }
+    }
+    if (refit_offered) {
+      std::vector<double> values;
+      for (std::size_t i : measured) values.push_back(refit_oof[t][i]);
+      if (std::none_of(values.begin(), values.end(), [](double v) { return std::isnan(v); })) {
+        oof[TransferMethod::kRefit] = std::move(values);
+      }
+    }
+    std::map<TransferMethod, std::vector<double>> errors;
+    for (const auto& [method, predicted] : oof) {
+      errors[method] = percentage_errors(predicted, rows.ly);
+      target_report.cv_mape.emplace_back(std::string(to_string(method)), mean_of(errors[method]));
+    }
+    // The default, loglinear (scale below its minimum rows), unless another candidate beats it
+    // by more than one standard error of the mean per-row difference.
+    TransferMethod chosen =
+        n >= kMinRowsLogLinear ? TransferMethod::kLogLinear : TransferMethod::kScale;
+    std::string why = n < 2 ? "one row: its factor, no cross-validation"
+                            : std::string(to_string(chosen)) + " (the default)";
+    if (n >= 2) {
+      double best_gain = 0;
+      const std::vector<double>& base = errors[chosen];
+      const TransferMethod default_method = chosen;
+      for (const auto& [method, error] : errors) {
+        if (method == default_method) continue;
+        std::vector<double> differences;
+        for (std::size_t i = 0; i < n; ++i) differences.push_back(base[i] - error[i]);
+        const double gain = mean_of(differences);
+        double variance = 0;
+        for (double d : differences) variance += (d - gain) * (d - gain);
+        const double standard_error =
+            n > 1 ? std::sqrt(variance / static_cast<double>(n - 1) / static_cast<double>(n)) : 0;
+        if (gain > standard_error && gain > best_gain) {
+          best_gain = gain;
+          chosen = method;
+        }
+      }
+      std::ostringstream text;
+      text << to_string(chosen) << ": cross-validated MAPE " << percent(mean_of(errors[chosen]))
+           << " over " << n << " rows in " << folds << " folds";
+      if (chosen == default_method) {
+        text << "; the default, as no other candidate beat it by more than one standard error";
+      } else {
+        text << ", " << percent(best_gain) << " better than " << to_string(default_method)
+             << " (more than one standard error)";
+      }
+      why = text.str();
+    }
+    correction.method = chosen;
+    target_report.method = std::string(to_string(chosen));
+    target_report.why = why;
+    std::vector<std::size_t> all(n);
+    std::iota(all.begin(), all.end(), 0);
+    Fitted fitted =
+        fit_method(chosen == TransferMethod::kRefit ? TransferMethod::kLogLinear : chosen, rows,
+                   all, options.seed, options.threads);
+    correction.scale = fitted.scale;
+    correction.intercept = fitted.intercept;
+    correction.slope = fitted.slope;
+    if (structural && n >= kMinRowsStructural) {
+      correction.has_structural = true;
+      correction.weights = fit_structural(rows, all);
+    }
+    if (chosen == TransferMethod::kResidualTrees) correction.residual = std::move(fitted.residual);
+    if (chosen == TransferMethod::kRefit) refit_used = true;
+    // Intervals from the chosen method's out-of-fold residuals.
+    std::vector<double> residuals;
+    if (oof.contains(chosen)) {
+      for (std::size_t i = 0; i < n; ++i) residuals.push_back(oof[chosen][i] - rows.ly[i]);
+    }
+    const double source_sd = source_sd_of(view.predictions[t], measured, source_model.coverage());
+    correction.half_width =
+        interval_half_width(residuals, options.coverage, source_sd, &target_report.interval);
+    target_report.half_width = correction.half_width;
+    // The cheap path: the source's cheap prediction through the same correction (loglinear for
+    // residual trees, the refit's own cheap path for refit), judged on the rows it was fitted on.
+    std::vector<double> cheap_residuals;
+    if (chosen == TransferMethod::kRefit) {
+      const auto cheap = refit->predict_cheap(data.x.data(), data.rows());
+      for (std::size_t k = 0; k < n; ++k) {
+        cheap_residuals.push_back(log_of(cheap[t][measured[k]].value) - rows.ly[k]);
+      }
+    } else {
+      Rows cheap_rows = rows;
+      for (std::size_t k = 0; k < n; ++k) {
+        cheap_rows.s[k] = log_of(cheap_view.predictions[t][measured[k]].value);
+      }
+      const TransferMethod cheap_method =
+          chosen == TransferMethod::kResidualTrees ? TransferMethod::kLogLinear : chosen;
+      const Fitted parametric = fitted_of(correction);
+      const std::vector<double> predicted =
+          predict_method(cheap_method, parametric, cheap_rows, all);
+      for (std::size_t k = 0; k < n; ++k) cheap_residuals.push_back(predicted[k] - rows.ly[k]);
+    }
+    std::string cheap_interval;
+    correction.cheap_half_width =
+        interval_half_width(cheap_residuals, options.coverage, source_sd, &cheap_interval);
+    layer->targets.push_back(std::move(correction));
+  }
+  if (!any_available) {
+    throw Error(ErrorCategory::kInput, "no target has measured values on the new device");
+  }
+  if (refit_used) layer->refit = refit;
+  for (const TargetCorrection& correction : layer->targets)
+    report.targets.push_back(correction.report);
+  layer->notes = report.notes;
+  report.fit_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  FitReport fit_report;
+  fit_report.fitted_ids = data.ids;
+  fit_report.train_rows = data.rows();
+  fit_report.notes = report.notes;
+  fit_report.fit_seconds = report.fit_seconds;
+  for (const TransferTargetReport& target : report.targets) {
+    if (target.available) fit_report.notes.push_back(target.target + ": " + target.why);
+  }
+  if (report_out != nullptr) *report_out = report;
+  return PredictorFactory::transferred(layer, data, options.coverage, std::move(fit_report));
+}
+
+// ---------------------------------------------------------------------------------------------
+// What to measure
+
+namespace {
+
+double uniform01(std::mt19937_64& random) { return static_cast<double>(random() >> 11) * 0x1p-53; }
+
+// How many of `k` each stratum gets: in proportion to its size (largest remainder), never more
+// than it has, the rest passed on to those with room.
+std::vector<std::size_t> allocate(const std::vector<std::size_t>& sizes, std::size_t k) {
+  const std::size_t total = std::accumulate(sizes.begin(), sizes.end(), std::size_t{0});
+  std::vector<std::size_t> share(sizes.size(), 0);
+  std::size_t left = std::min(k, total);
+  while (left > 0) {
+    std::size_t room_total = 0;
+    for (std::size_t s = 0; s < sizes.size(); ++s) room_total += sizes[s] - share[s];
+    std::vector<std::pair<double, std::size_t>> remainders;
+    std::size_t given = 0;
+    for (std::size_t s = 0; s < sizes.size(); ++s) {
+      const double room = static_cast<double>(sizes[s] - share[s]);
+      const double exact = static_cast<double>(left) * room / static_cast<double>(room_total);
+      const auto whole = static_cast<std::size_t>(exact);
+      share[s] += whole;
+      given += whole;
+      remainders.emplace_back(exact - static_cast<double>(whole), s);
+    }
+    std::sort(remainders.begin(), remainders.end(), [](const auto& a, const auto& b) {
+      return a.first != b.first ? a.first > b.first : a.second < b.second;
+    });
+    for (const auto& [remainder, s] : remainders) {
+      if (given == left) break;
+      if (share[s] < sizes[s]) {
+        ++share[s];
+        ++given;
+      }
+    }
+    left -= given;
+  }
+  return share;
+}
+
+}  // namespace
+
+std::vector<std::size_t> choose_transfer_rows(const Predictor& source, const float* x,
+                                              std::size_t rows, const int* batch, std::size_t k,
+                                              std::uint64_t seed) {
+  std::vector<std::size_t> chosen;
+  if (k >= rows) {
+    chosen.resize(rows);
+    std::iota(chosen.begin(), chosen.end(), 0);
+    return chosen;
+  }
+  // What to spread over: latency where the source predicts it, else its last available target.
+  const auto predictions = source.predict_cheap(x, rows);
+  std::size_t target = predictions.size();
+  for (std::size_t t = 0; t < predictions.size(); ++t) {
+    if (predictions[t].empty() || !predictions[t].front().available) continue;
+    if (target == predictions.size() || source.targets()[t].name == "latency") target = t;
+  }
+  const auto& names = source.feature_names();
+  const auto block = std::find(names.begin(), names.end(), "bottleneck");
+  std::map<int, std::vector<std::size_t>> strata;
+  for (std::size_t i = 0; i < rows; ++i) {
+    const int bottleneck =
+        block == names.end()
+            ? 0
+            : (x[i * names.size() + static_cast<std::size_t>(block - names.begin())] > 0.5f);
+    const int low_batch = batch != nullptr && batch[i] > 0 && batch[i] <= 8;
+    strata[2 * bottleneck + low_batch].push_back(i);
+  }
+  std::vector<std::size_t> sizes;
+  for (const auto& [key, members] : strata) sizes.push_back(members.size());
+  const std::vector<std::size_t> share = allocate(sizes, k);
+  std::mt19937_64 random(seed);
+  std::size_t s = 0;
+  for (auto& [key, members] : strata) {
+    const std::size_t a = share[s++];
+    const double offset = uniform01(random);
+    if (a == 0) continue;
+    if (target < predictions.size()) {
+      std::stable_sort(members.begin(), members.end(), [&](std::size_t p, std::size_t q) {
+        return predictions[target][p].value < predictions[target][q].value;
+      });
+    }
+    // Evenly spaced quantiles: distinct positions, as a <= the stratum's size.
+    for (std::size_t j = 0; j < a; ++j) {
+      const auto position =
+          static_cast<std::size_t>((static_cast<double>(j) + offset) / static_cast<double>(a) *
+                                   static_cast<double>(members.size()));
+      chosen.push_back(members[std::min(position, members.size() - 1)]);
+    }
+  }
+  std::sort(chosen.begin(), chosen.end());
+  return chosen;
+}
+
+std::vector<std::size_t> choose_random_rows(std::size_t rows, std::size_t k, std::uint64_t seed) {
+  std::vector<std::size_t> order(rows);
+  std::iota(order.begin(), order.end(), 0);
+  std::mt19937_64 random(seed);
+  for (std::size_t i = rows; i > 1; --i) std::swap(order[i - 1], order[random() % i]);
+  order.resize(std::min(k, rows));
+  std::sort(order.begin(), order.end());
+  return order;
+}
+
+}  // namespace carb

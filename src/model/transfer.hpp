@@ -1,0 +1,74 @@
+// A transferred model's corrections over its source model (transfer_fit, docs/model.md
+// "Transfer"), and the hooks predictor.cpp gives them. Private to the model module.
+#pragma once
+
+#include <array>
+#include <limits>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "carb/model.hpp"
+#include "xgb.hpp"
+
+namespace carb::model_detail {
+
+/// How one target's prediction is made from the source's.
+enum class TransferMethod { kScale, kLogLinear, kStructural, kResidualTrees, kRefit };
+std::string_view to_string(TransferMethod method);
+std::optional<TransferMethod> parse_transfer_method(std::string_view text);
+
+/// One target's correction. With s the natural log of the source's prediction:
+/// scale: s + a; loglinear: a + b s; structural: s + log(w . parts / sum(parts)) over the
+/// source's additive prior parts (compute, memory, overhead, intercept); residual trees:
+/// loglinear + trees([features, s]); refit: the refit model's own prediction.
+struct TargetCorrection {
+  bool available = false;
+  std::string reason;  ///< why not available
+  TransferMethod method = TransferMethod::kLogLinear;
+  double scale = 0;                 ///< a of scale (always fitted)
+  double intercept = 0, slope = 1;  ///< a and b of loglinear (always fitted)
+  bool has_structural = false;      ///< fitted where the source has an additive prior
+  std::array<double, 4> weights{};  ///< w of structural
+  xgb::Booster residual;            ///< the trees of residual trees (that method only)
+  double half_width = std::numeric_limits<double>::infinity();        ///< natural-log space
+  double cheap_half_width = std::numeric_limits<double>::infinity();  ///< of the cheap path
+  TransferTargetReport report;
+};
+
+/// Every target's correction over a source model, and the refit model where one was chosen.
+class TransferLayer {
+ public:
+  std::shared_ptr<const Predictor> source;
+  std::shared_ptr<const Predictor> refit;  ///< null unless a target's method is kRefit
+  std::vector<TargetCorrection> targets;   ///< one per source target, in order
+  std::size_t rows = 0;                    ///< target rows fitted on
+  std::vector<std::string> notes;
+
+  /// Each target's predictions with intervals (the source's cheap path for `cheap`).
+  std::vector<std::vector<TargetPrediction>> predict(const float* x, std::size_t rows,
+                                                     const int* batch, bool cheap) const;
+  /// "source" and each simple correction, per target (Predictor::predict_members).
+  std::vector<std::vector<std::pair<std::string, std::vector<double>>>> members(
+      const float* x, std::size_t rows, const int* batch) const;
+
+  nlohmann::json to_json() const;
+  /// Throws std::invalid_argument or nlohmann::json's exceptions on a malformed layer, and
+  /// carb::Error from the embedded models.
+  static std::shared_ptr<const TransferLayer> from_json(const nlohmann::json& json,
+                                                        const std::string& origin);
+};
+
+/// What predictor.cpp offers the transfer: building and reading transferred models.
+struct PredictorFactory {
+  /// A model of `data`'s device made of `layer`: its source's schema, features, targets and
+  /// training domain; `data`'s device, name and drift correction; `report` as its fit report.
+  static Predictor transferred(std::shared_ptr<const TransferLayer> layer, const Dataset& data,
+                               double coverage, FitReport report);
+  /// A model file's JSON object as a model (what Predictor::from_json_text does after parsing).
+  static Predictor from_json(const nlohmann::json& file, const std::string& origin);
+  static nlohmann::json to_json(const Predictor& predictor);
+};
+
+}  // namespace carb::model_detail
