@@ -3,8 +3,10 @@
 # the reference CPU campaign: for each seed, a model is fitted on 300 random configurations of
 # the 1,600; then `carb screen --refine 50 --rounds 4 --replay` takes the chosen configurations'
 # measurements from the reference, once choosing by acquisition score (informative) and once at
-# random. Both arms are scored per round against the measured truth of all 1,600: budget
-# decisions (false accepts, false rejects) and the Pareto front's recall and precision.
+# random (over the costs alone and without the domain guard, as these figures were first
+# measured: --maximize none --outside-domain allow). Both arms are scored per round against the
+# measured truth of all 1,600: budget decisions (false accepts, false rejects) and the Pareto
+# front's recall and precision.
 # Run after scripts/build.sh:   bash bench/refine.sh [out-dir]   (default out/bench-refine)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -35,6 +37,7 @@ SQL
     for arm in informative random; do
       "$carb" screen --model "$start.json" --keys "$out/pool.txt" --budget "$budget" \
         --refine 50 --rounds 4 --db "$start" --replay "$ref" --acquire "$arm" \
+        --maximize none --outside-domain allow \
         --refine-seed "$seed" --threads 1 --refit-output "$out/refined.json" \
         --json "$out/$arm-$seed.json" > /dev/null 2>&1
     done

@@ -75,15 +75,15 @@ echo "== the transferred model scored on the same 24 measurements"
 
 budget='latency<=2ms,memory<=32MiB'
 echo
-echo "== screening cpu-demo.yaml to a Pareto shortlist under $budget, with the transferred model"
+echo "== screening cpu-demo.yaml under $budget with the transferred model: the front of the most"
+echo "   capable networks (MACs per image, up) against their costs (down), ranked by value"
 "$carb" screen --model "$out/cpu-model-here.json" --spec examples/spaces/cpu-demo.yaml \
-  --budget "$budget" -o "$out/shortlist.csv" --json "$out/shortlist.json" \
+  --budget "$budget" --top 10 -o "$out/shortlist.csv" --json "$out/shortlist.json" \
   --candidates "$out/candidates.csv"
 
 echo
 echo "== validating the shortlist by measuring it on this machine"
-"$carb" validate --shortlist "$out/shortlist.csv" --measure --db "$out/validate.sqlite" \
-  --budget "$budget"
+"$carb" validate --shortlist "$out/shortlist.json" --measure --db "$out/validate.sqlite"
 
 databases=(--db "$out/cpu-reference.sqlite" --db "$out/runs.sqlite" --db "$out/validate.sqlite")
 echo
@@ -92,8 +92,8 @@ echo "== characterization (method.md §6) of the reference campaign and this mac
 
 echo
 echo "== the report"
-"$carb" report "${databases[@]}" --model "$out/cpu-model.json" --shortlist "$out/shortlist.csv" \
-  --candidates "$out/candidates.csv" --budget "$budget" -o "$out/report.html"
+"$carb" report "${databases[@]}" --model "$out/cpu-model.json" --screening "$out/shortlist.json" \
+  -o "$out/report.html"
 
 echo
 echo "outputs: $out/calibration.sqlite and $out/runs.sqlite (this machine's measurements),"

@@ -11,7 +11,8 @@ folder=.gpu-deps
 packages=(
   libyaml-cpp-dev libyaml-cpp0.7 nlohmann-json3-dev libcli11-dev
   libdnnl-dev libdnnl2 ocl-icd-opencl-dev ocl-icd-libopencl1 opencl-c-headers opencl-clhpp-headers
-  libxgboost-dev libxgboost0 libdmlc0 libdmlc-dev libeigen3-dev libsqlite3-dev libsqlite3-0
+  libxgboost-dev libxgboost0 libdmlc0 libdmlc-dev libeigen3-dev libnanoflann-dev libsqlite3-dev
+  libsqlite3-0
   googletest libgtest-dev libgmock-dev libbenchmark-dev libbenchmark1debian
 )
 mkdir -p "$folder"

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -225,6 +226,74 @@ struct FitReport {
   std::vector<std::string> fitted_ids;
 };
 
+// ---------------------------------------------------------------------------------------------
+// Training domain (docs/model.md, "Training domain")
+
+/// A feature's range over the rows a model was fitted on.
+struct FeatureRange {
+  float min = 0, max = 0;
+};
+
+/// No feature: a DomainJudgement's outside_feature when every feature is in its range.
+inline constexpr std::size_t kNoFeature = static_cast<std::size_t>(-1);
+
+/// How one configuration's features stand against the rows a model was fitted on.
+struct DomainJudgement {
+  /// Inside every feature's range and no farther from its nearest training row than the
+  /// threshold: its predictions interpolate.
+  bool inside = true;
+  /// Its distance to the nearest training row, in the standardized space of the domain's summary
+  /// features, over the threshold (<= 1: as close as 99% of the training rows are to their own
+  /// nearest other row); 0 where the domain keeps no rows (model files before carb 0.3).
+  double distance_ratio = 0;
+  std::size_t outside_feature = kNoFeature;  ///< the first feature outside its range
+  /// How far outside its range the farthest feature lies, in ranges (0 inside the box).
+  double box_excess = 0;
+  std::size_t nearest = kNoFeature;  ///< the nearest training row (TrainingDomain::id)
+  /// By how much screening's "widen" policy multiplies the interval's log-width:
+  /// max(1, distance_ratio, 1 + box_excess).
+  double widening() const;
+};
+
+/// Where a model was fitted: each feature's range over its training rows (a box), and those
+/// rows in a standardized space of summary features (the knobs and the network's size; every
+/// feature of a table), so that a configuration is judged jointly by its distance to the nearest
+/// training row and not only feature by feature. Copies share one immutable state.
+class TrainingDomain {
+ public:
+  /// No domain (a model file written before carb recorded one): everything lies inside.
+  TrainingDomain();
+  /// The domain of `data`'s rows.
+  static TrainingDomain of(const Dataset& data);
+
+  bool empty() const;  ///< no ranges: unknown
+  bool joint() const;  ///< keeps its training rows, so judge() measures distance too
+  const std::vector<FeatureRange>& ranges() const;  ///< per feature of the schema
+  const std::vector<std::string>& features() const;  ///< the joint space's features
+  double threshold() const;  ///< distance of ratio 1 in the joint space
+  std::size_t rows() const;  ///< training rows kept
+  const std::string& id(std::size_t row) const;  ///< a kept row's configuration key (or line)
+
+  /// Judges one row of features (the schema's order). Thread-safe.
+  DomainJudgement judge(const float* row) const;
+
+  nlohmann::json to_json() const;
+  /// Throws carb::Error (input) naming `origin` when the JSON does not fit `feature_names`.
+  static TrainingDomain from_json(const nlohmann::json& json,
+                                  const std::vector<std::string>& feature_names,
+                                  const std::string& origin);
+
+ private:
+  struct Impl;
+  std::shared_ptr<const Impl> impl_;
+};
+
+/// Why a judged row lies outside, in words: "whose widest_channels is 96, fitted on 128 to
+/// 2560", or "2.3x farther from the nearest fitted configuration (KEY) than 99% of those are from
+/// theirs"; "" when it lies inside.
+std::string domain_text(const TrainingDomain& domain, const DomainJudgement& judgement,
+                        const float* row, const std::vector<std::string>& feature_names);
+
 /// A fitted CARB predictor for one device (or one table). Copyable is not needed: move-only.
 class Predictor {
  public:
@@ -259,15 +328,9 @@ class Predictor {
   /// The test-split scores recorded at fit time.
   const FitReport& fit_report() const;
 
-  /// Each feature's range over the rows the model was fitted on: its training domain. Empty
-  /// for a model file written before carb recorded it.
-  struct FeatureRange {
-    float min = 0, max = 0;
-  };
-  const std::vector<FeatureRange>& training_domain() const;
-  /// The index of the first feature of `row` (the schema's order) outside the training domain,
-  /// or npos when it lies inside (or the domain is unknown): predictions there extrapolate.
-  std::size_t outside_domain(const float* row) const;
+  /// The rows the model was fitted on, as a domain to judge configurations against (a
+  /// transferred model's is its source's). Empty for a model file written before carb recorded it.
+  const TrainingDomain& training_domain() const;
 
   /// Predicts every target for `rows` rows of features (row-major, the schema's order).
   /// Result: [target][row].

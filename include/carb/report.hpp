@@ -13,6 +13,7 @@
 
 #include "carb/model.hpp"
 #include "carb/screen.hpp"
+#include "carb/screening.hpp"
 #include "carb/space.hpp"
 #include "carb/store.hpp"
 
@@ -222,11 +223,10 @@ std::string characterization_json(const Characterization& characterization);
 // ---------------------------------------------------------------------------------------------
 // The HTML report
 
-/// A screening result read from `carb screen` files.
+/// A screening result (`carb screen --json`), as the report draws it.
 struct ScreeningInput {
-  CsvTable shortlist;                  ///< `carb screen -o`: the ranked front with features
-  std::optional<CsvTable> candidates;  ///< `carb screen --candidates`: every stage-2 candidate
-  std::vector<Budget> budgets;
+  std::string path;  ///< where it was read from
+  ScreenResult result;
 };
 
 struct ReportInput {
@@ -245,9 +245,8 @@ struct ReportInput {
 /// CARB_REPORT=OFF, without the Vega-Lite scripts (the GPU check's build).
 void require_html_report();
 
-/// The report: one HTML file with the Vega-Lite scripts inlined, so it opens offline. Throws
-/// carb::Error (input) naming the file and line for a shortlist or candidates file that lacks a
-/// column or holds a value that is not a number, and as require_html_report() does.
+/// The report: one HTML file with the Vega-Lite scripts inlined, so it opens offline. Throws as
+/// require_html_report() does.
 std::string render_report(const ReportInput& input);
 
 }  // namespace carb

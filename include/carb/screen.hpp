@@ -1,5 +1,5 @@
 // Screening (method.md §5), its pure core: deployment budgets and objectives as people write
-// them, the feasibility of a candidate's predictions against the budgets, the Pareto front of 1-3
+// them, the feasibility of a candidate's predictions against the budgets, the Pareto front of 1-4
 // minimised objectives (batch and streaming), the ranking of a front, and the interval-aware
 // stage-1 pruning; and active profiling's choice of what to measure next. Nothing here reads a
 // store or runs a model.
@@ -95,14 +95,14 @@ double normal_quantile(double p);
 // ---------------------------------------------------------------------------------------------
 // Pareto front
 
-/// At most this many objectives (all minimised).
-inline constexpr std::size_t kMaxObjectives = 3;
+/// At most this many objectives (all minimised): the three costs and a value.
+inline constexpr std::size_t kMaxObjectives = 4;
 /// A point's objective values; only the first `objectives` entries are read.
 using ObjectiveValues = std::array<double, kMaxObjectives>;
 
 /// The indices (ascending) of the points no other point dominates. `a` dominates `b` when it is
 /// no worse on every objective and better on one, so equal points never dominate each other and
-/// are all kept. O(n log n) for 1, 2 and 3 objectives. Values must not be NaN.
+/// are all kept. O(n log n) for 1, 2 and 3 objectives, O(n x front) for 4. Values must not be NaN.
 std::vector<std::size_t> pareto_front(std::span<const ObjectiveValues> points,
                                       std::size_t objectives);
 
@@ -141,7 +141,7 @@ class ParetoArchive {
 // ---------------------------------------------------------------------------------------------
 // Ranking a front
 
-/// How to order a front. Both work on objectives scaled to [0, 1] by the front's min..max (an
+/// How to order a front. Distances are of objectives scaled to [0, 1] by the front's min..max (an
 /// objective with one value scales to 0).
 enum class RankMethod {
   /// Distance to the ideal point (the per-objective minima), smallest first. The default: it is
@@ -151,6 +151,10 @@ enum class RankMethod {
   /// best point), on the ideal's side, largest first: the knee where trading one objective for
   /// another stops paying. When the extremes span no such plane, the plane sum(x) = 1 is used.
   kKnee,
+  /// The last objective, smallest first, ties by distance to the ideal: with a value to maximise
+  /// as the last objective (minimised as -value), the most capable first. The score is the last
+  /// objective's value.
+  kValue,
 };
 std::string_view to_string(RankMethod method);
 std::optional<RankMethod> parse_rank_method(std::string_view text);

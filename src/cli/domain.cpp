@@ -7,14 +7,11 @@
 namespace carb::cli {
 
 void DomainCheck::add(const float* row, const std::string& id) {
-  const std::size_t f = model_.outside_domain(row);
-  if (f == std::string::npos) return;
+  const TrainingDomain& domain = model_.training_domain();
+  const DomainJudgement judgement = domain.judge(row);
+  if (judgement.inside) return;
   if (outside_++ > 0) return;
-  const Predictor::FeatureRange& range = model_.training_domain()[f];
-  first_ = id + ", whose " + model_.feature_names()[f] + " is " +
-           cell_text(static_cast<double>(row[f])) + ", fitted on " +
-           cell_text(static_cast<double>(range.min)) + " to " +
-           cell_text(static_cast<double>(range.max));
+  first_ = id + ", " + domain_text(domain, judgement, row, model_.feature_names());
 }
 
 std::string DomainCheck::warning(std::uint64_t of, const std::string& what,

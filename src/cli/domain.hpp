@@ -18,7 +18,8 @@ class DomainCheck {
   void add(const float* row, const std::string& id);
   std::uint64_t outside() const { return outside_; }
   /// "warning: N of M <what> lie outside the data MODEL was fitted on (first: ID, whose F is V,
-  /// fitted on A to B): their predictions extrapolate", or "" when none does.
+  /// fitted on A to B): their predictions extrapolate", or "" when none does (domain_text says
+  /// how the first lies outside).
   std::string warning(std::uint64_t of, const std::string& what,
                       const std::string& model_path) const;
 

@@ -305,9 +305,7 @@ void run_characterize(const CharacterizeCommand& command) {
 
 struct ReportCommand {
   CampaignOptions campaign;
-  std::string shortlist;
-  std::string candidates;
-  std::string budget;
+  std::string screening;  ///< carb screen --json's file
   std::string output;
 };
 
@@ -323,16 +321,19 @@ std::string now_utc() {
 void run_report(const ReportCommand& command) {
   if (command.output.empty()) throw Error(ErrorCategory::kUsage, "give -o REPORT.html");
   require_html_report();  // before anything is read
-  if (command.shortlist.empty() && (!command.candidates.empty() || !command.budget.empty())) {
-    throw Error(ErrorCategory::kUsage, "--candidates and --budget go with --shortlist");
-  }
   // Read every input before the slow part, so a bad one fails at once.
   std::optional<ScreeningInput> screening;
-  if (!command.shortlist.empty()) {
-    screening.emplace();
-    screening->shortlist = read_csv(command.shortlist);
-    if (!command.candidates.empty()) screening->candidates = read_csv(command.candidates);
-    if (!command.budget.empty()) screening->budgets = parse_budgets(command.budget);
+  if (!command.screening.empty()) {
+    std::ifstream in(command.screening);
+    if (!in) throw Error(ErrorCategory::kInput, command.screening + ": cannot open");
+    nlohmann::json json;
+    try {
+      json = nlohmann::json::parse(in);
+    } catch (const nlohmann::json::parse_error& error) {
+      throw Error(ErrorCategory::kInput, command.screening + ": not JSON: " + error.what());
+    }
+    screening = ScreeningInput{command.screening,
+                               screen_result_from_json(json, command.screening)};
   }
   Loaded loaded = load(command.campaign);
   ReportInput input;
@@ -379,12 +380,8 @@ void add_report_verbs(CLI::App& app) {
   CLI::App* report_verb = app.add_subcommand(
       "report", "one self-contained HTML file: campaign, characterization, predictions, screening");
   add_campaign_options(report_verb, report->campaign);
-  report_verb->add_option("--shortlist", report->shortlist,
-                          "the ranked front: carb screen -o FILE");
-  report_verb->add_option("--candidates", report->candidates,
-                          "every candidate stage 2 scored: carb screen --candidates FILE");
-  report_verb->add_option("--budget", report->budget,
-                          "the budgets screening used (lines on the chart)");
+  report_verb->add_option("--screening", report->screening,
+                          "a screening result to draw: carb screen --json FILE");
   report_verb->add_option("-o,--output", report->output, "the HTML file to write")->required();
   report_verb->callback([report] { run_report(*report); });
 }

@@ -1,6 +1,10 @@
-// carb screen | carb validate: two-stage screening of a space to a Pareto shortlist, and its
-// check against measurements (method.md §5).
+// carb screen | carb validate: two-stage screening of a space to a ranked Pareto shortlist over a
+// value and the costs (the screening library, carb/screening.hpp), active profiling
+// (carb/refine.hpp), and the shortlist's check against measurements (method.md §5).
+#include <unistd.h>
+
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <fstream>
 #include <iostream>
@@ -8,13 +12,17 @@
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
-#include <numeric>
+#include <set>
+#include <sstream>
+#include <filesystem>
 
 #include "carb/campaign.hpp"
 #include "carb/error.hpp"
 #include "carb/graph.hpp"
 #include "carb/model.hpp"
+#include "carb/refine.hpp"
 #include "carb/screen.hpp"
+#include "carb/screening.hpp"
 #include "carb/store.hpp"
 #include "domain.hpp"
 #include "output.hpp"
@@ -26,459 +34,215 @@ namespace carb::cli {
 
 namespace {
 
-constexpr std::size_t kChunk = 65536;  // candidates per stage-1 chunk: bounds memory
-
 double percent(std::uint64_t part, std::uint64_t whole) {
   return whole == 0 ? 0 : 100.0 * static_cast<double>(part) / static_cast<double>(whole);
 }
 
-}  // namespace
-
-std::size_t target_index(const Predictor& predictor, Target target) {
-  for (std::size_t t = 0; t < predictor.targets().size(); ++t) {
-    if (predictor.targets()[t].name == to_string(target)) return t;
+// The value objective of --maximize and --value.
+std::optional<ValueObjective> value_objective(const ScreenCommand& command) {
+  if (!command.value_file.empty()) {
+    const std::size_t colon = command.value_file.rfind(':');
+    if (colon == std::string::npos || colon == 0 || colon + 1 == command.value_file.size()) {
+      throw Error(ErrorCategory::kUsage,
+                  "--value takes FILE:COLUMN, e.g. accuracy.csv:top1 (got '" +
+                      command.value_file + "')");
+    }
+    return read_value_file(command.value_file.substr(0, colon),
+                           command.value_file.substr(colon + 1));
   }
-  return std::string::npos;
+  if (command.maximize == "none") return std::nullopt;
+  auto value = analytic_value(command.maximize);
+  if (!value) {
+    std::string names;
+    for (std::string_view name : kAnalyticValues) names += std::string(name) + ", ";
+    throw Error(ErrorCategory::kUsage, "--maximize '" + command.maximize + "': expected " +
+                                           names + "or none (or --value FILE:COLUMN)");
+  }
+  return value;
 }
 
+// The objective columns' names: each cost as TARGET_UNIT, the value by its name.
+std::string value_column(const ScreenResult& result) {
+  return result.value ? "value_" + result.value->name : "";
+}
+
+}  // namespace
+
 ScreenSetup prepare_screen(const ScreenCommand& command) {
-  Predictor model = Predictor::load(command.model);
-  if (model.schema() != kArchitectureSchema) {
-    throw Error(ErrorCategory::kInput,
-                command.model + " was fitted on a table; screening needs a model of a device");
+  if (command.selection.spec.empty() == command.selection.keys_file.empty()) {
+    throw Error(ErrorCategory::kUsage, "give either --spec or --keys");
   }
-  std::unique_ptr<Predictor> source;
+  Predictor model = Predictor::load(command.model);
+  std::unique_ptr<Predictor> stage1;
   if (!command.stage1_model.empty()) {
-    source = std::make_unique<Predictor>(Predictor::load(command.stage1_model));
+    stage1 = std::make_unique<Predictor>(Predictor::load(command.stage1_model));
   }
   parse_format(command.format);  // a bad --format fails before the work
-  if (!parse_rank_method(command.rank))
-    throw Error(ErrorCategory::kUsage, "--rank must be ideal or knee");
-  std::vector<Budget> budgets =
-      command.budget.empty() ? std::vector<Budget>{} : parse_budgets(command.budget);
-  std::vector<Target> objectives;
-  if (command.objectives.empty()) {
-    for (Target target : {Target::kMemory, Target::kEnergy, Target::kLatency}) {
-      if (target_index(model, target) != std::string::npos) objectives.push_back(target);
-    }
-  } else {
-    objectives = parse_objectives(command.objectives);
+  ScreenRequest request;
+  if (!command.rank.empty()) {
+    request.rank = parse_rank_method(command.rank);
+    if (!request.rank) throw Error(ErrorCategory::kUsage, "--rank must be ideal, knee or value");
   }
-  // Every objective and budget must be a target the models can predict.
-  const auto check_available = [&](const Predictor& predictor, Target target,
-                                   const std::string& what) {
-    const std::size_t t = target_index(predictor, target);
-    if (t == std::string::npos) {
-      throw Error(ErrorCategory::kInput, what + " " + std::string(to_string(target)) + ": " +
-                                             command.model + " has no such target");
-    }
-  };
-  for (Target target : objectives) check_available(model, target, "objective");
-  for (const Budget& budget : budgets) check_available(model, budget.target, "budget on");
+  const auto policy = parse_domain_policy(command.outside_domain);
+  if (!policy) {
+    throw Error(ErrorCategory::kUsage, "--outside-domain must be exclude, widen or allow");
+  }
+  request.domain = *policy;
+  if (!command.value_file.empty() && command.maximize != kDefaultValue) {
+    throw Error(ErrorCategory::kUsage, "give --maximize or --value, not both");
+  }
+  request.value = value_objective(command);
+  if (request.rank == RankMethod::kValue && !request.value) {
+    throw Error(ErrorCategory::kUsage, "--rank value needs a value to maximise");
+  }
+  if (!command.budget.empty()) request.budgets = parse_budgets(command.budget);
+  if (!command.objectives.empty()) request.costs = parse_objectives(command.objectives);
   if (command.keep == 0 && command.keep_fraction <= 0) {
     throw Error(ErrorCategory::kUsage, "--keep must be at least 1");
   }
+  request.keep = command.keep;
+  request.keep_fraction = command.keep_fraction;
+  request.safe = command.safe;
+  check_request(model, stage1.get(), request);
 
-  // Probe availability on one row so an unavailable objective is an error up front.
-  {
-    const std::vector<float> row(model.feature_names().size(), 1.0F);
-    const int batch = 1;
-    const auto probe = model.predict(row.data(), 1, &batch);
-    std::vector<Target> usable;
-    for (Target target : objectives) {
-      const auto& p = probe[target_index(model, target)][0];
-      if (p.available) {
-        usable.push_back(target);
-      } else if (!command.objectives.empty()) {
-        throw Error(ErrorCategory::kInput, "objective " + std::string(to_string(target)) +
-                                               " cannot be predicted: " + p.reason);
-      }
-    }
-    objectives = usable;
-    for (const Budget& budget : budgets) {
-      const auto& p = probe[target_index(model, budget.target)][0];
-      if (!p.available) {
-        throw Error(ErrorCategory::kInput, "a budget on " + std::string(to_string(budget.target)) +
-                                               ", which the model cannot predict: " + p.reason);
-      }
-    }
-  }
-  if (objectives.empty()) throw Error(ErrorCategory::kInput, "no objective the model can predict");
-  return ScreenSetup{std::move(model), std::move(source), std::move(budgets),
-                     std::move(objectives)};
-}
-
-ScreenOutcome screen_once(const ScreenCommand& command, const ScreenSetup& setup,
-                          const std::map<std::string, MeasuredValues>* measured) {
-  const Predictor& model = setup.model;
-  const Predictor* source = setup.source.get();
-  const Predictor& ranker = source ? *source : model;
-  const std::vector<Budget>& budgets = setup.budgets;
-  const std::vector<Target>& objectives = setup.objectives;
-  const std::size_t d = objectives.size();
-  ScreenOutcome out;
-  // Named references, not a structured binding: clang 14 lambdas cannot capture those.
-  auto& total = out.total;
-  auto& excluded = out.excluded;
-  auto& over_budget = out.over_budget;
-  auto& rank_pruned = out.rank_pruned;
-  auto& overlap_kept = out.overlap_kept;
-  auto& expected_lost = out.expected_lost;
-  auto& outside_domain = out.outside_domain;
-  auto& domain_warning = out.domain_warning;
-  auto& pool = out.pool;
-  auto& predictions = out.predictions;
-  auto& assessed = out.assessed;
-  auto& feasible = out.feasible;
-  auto& front = out.front;
-  auto& ranked = out.ranked;
-
-  // Stage 1: stream the space in chunks; cheap predictions; drop what is confidently over a
-  // budget (only with the target device's own model); keep the best by combined rank unless
-  // not confidently worse.
-  // Per budget: stage-1 predictions meeting it, and the configuration closest to it.
-  std::vector<std::uint64_t> meeting(budgets.size(), 0);
-  std::vector<std::pair<std::string, double>> closest(
-      budgets.size(), {"", std::numeric_limits<double>::infinity()});
-  const bool budget_prune = !source && !budgets.empty();
-  const std::size_t cols = model.feature_names().size();
-  DomainCheck domain(model);
-  const auto stage1 = [&](std::vector<Candidate>&& chunk, const FeatureRows& rows) {
-    const auto cheap = ranker.predict_cheap(rows.x.data(), chunk.size());
-    for (std::size_t i = 0; i < chunk.size(); ++i) {
-      Candidate& c = chunk[i];
-      domain.add(rows.x.data() + i * cols, c.key);
-      c.x.assign(rows.x.begin() + static_cast<long>(i * cols),
-                 rows.x.begin() + static_cast<long>((i + 1) * cols));
-      c.batch = rows.batch[i];
-      bool over = false;
-      for (std::size_t b = 0; b < budgets.size(); ++b) {
-        const auto& p = cheap[target_index(ranker, budgets[b].target)][i];
-        if (budget_prune && p.available && p.low > budgets[b].limit) over = true;
-        if (p.available) {
-          meeting[b] += p.value <= budgets[b].limit ? 1 : 0;
-          if (p.value < closest[b].second) closest[b] = {c.key, p.value};
-        }
-      }
-      if (over && !(measured && measured->count(c.key))) {
-        ++over_budget;
-        // The chance it was feasible after all, by its own interval (assess_budgets' model).
-        FeasibilityOptions cheap_options;
-        cheap_options.coverage = ranker.coverage();
-        expected_lost +=
-            assess_budgets(budgets, gather_predictions(ranker.targets(), cheap, i), cheap_options)
-                .probability;
-        continue;
-      }
-      for (std::size_t k = 0; k < d; ++k) {
-        const std::size_t t = target_index(ranker, objectives[k]);
-        if (t == std::string::npos || !cheap[t][i].available) {
-          throw Error(ErrorCategory::kInput, "stage-1 model " + command.stage1_model +
-                                                 " cannot rank " +
-                                                 std::string(to_string(objectives[k])));
-        }
-        c.stage1.value[k] = cheap[t][i].value;
-        c.stage1.low[k] = cheap[t][i].low;
-        c.stage1.high[k] = cheap[t][i].high;
-      }
-      pool.push_back(std::move(c));
-    }
-  };
-  const auto prune_pool = [&](std::size_t keep) {
-    if (pool.size() <= keep) return;
-    std::vector<IntervalEstimate> estimates;
-    for (const Candidate& c : pool) estimates.push_back(c.stage1);
-    const PruneResult result = prune_stage1(estimates, d, keep);
-    std::vector<Candidate> kept;
-    for (std::size_t i : result.kept) kept.push_back(std::move(pool[i]));
-    rank_pruned += result.pruned;
-    overlap_kept = result.kept_by_overlap;
-    pool = std::move(kept);
-  };
-  const auto keep_for = [&](std::uint64_t candidates) {
-    return command.keep_fraction > 0 ? keep_count(command.keep_fraction, candidates) : command.keep;
-  };
-
+  ScreenSetup setup{std::move(model), std::move(stage1), std::move(request), nullptr, {}};
   if (!command.selection.spec.empty() && command.selection.sample == 0) {
-    const Space space = Space::from_file(command.selection.spec);
-    SpaceFeatures features(space);
-    std::vector<std::uint64_t> indices;
-    std::vector<Candidate> chunk;
-    const auto flush = [&] {
-      if (indices.empty()) return;
-      const FeatureRows rows = feature_rows(space, features, indices);
-      stage1(std::move(chunk), rows);
-      chunk.clear();
-      indices.clear();
-      // A fraction is of the whole space, known only at the end: prune in chunks by count.
-      if (command.keep_fraction <= 0) prune_pool(command.keep);
-    };
-    for (std::uint64_t index = 0; index < space.size(); ++index) {
-      ++total;
-      if (!space.constraints().empty() && !features.violated_constraint(index).empty()) {
-        ++excluded;
-        continue;
-      }
-      indices.push_back(index);
-      chunk.push_back(Candidate{to_key(space.at(index)), {}, 0, {}});
-      if (indices.size() == kChunk) flush();
-    }
-    flush();
+    setup.space = std::make_unique<Space>(Space::from_file(command.selection.spec));
+    setup.candidates.space = setup.space.get();
   } else {
-    const std::vector<Config> configs = select_configs(command.selection);
-    total = configs.size();
-    for (std::size_t begin = 0; begin < configs.size(); begin += kChunk) {
-      const std::vector<Config> part(
-          configs.begin() + static_cast<long>(begin),
-          configs.begin() + static_cast<long>(std::min(configs.size(), begin + kChunk)));
-      std::vector<Candidate> chunk;
-      for (const Config& config : part) chunk.push_back(Candidate{to_key(config), {}, 0, {}});
-      stage1(std::move(chunk), feature_rows(part));
-      if (command.keep_fraction <= 0) prune_pool(command.keep);
-    }
+    setup.candidates.configs = select_configs(command.selection);
   }
-  prune_pool(keep_for(total - excluded));
-  outside_domain = domain.outside();
-  domain_warning = domain.warning(total - excluded, "candidates", command.model);
-  if (total == excluded) {
-    throw Error(
-        ErrorCategory::kInput,
-        "the space is empty: " + (total == 0 ? std::string("it has no configurations")
-                                             : "all " + std::to_string(total) +
-                                                   " configurations break its constraints"));
-  }
-
-  // Stage 2: the target device's full ensemble rescores the survivors.
-  std::vector<float> x;
-  std::vector<int> batch;
-  for (const Candidate& c : pool) {
-    x.insert(x.end(), c.x.begin(), c.x.end());
-    batch.push_back(c.batch);
-  }
-  predictions = model.predict(x.data(), pool.size(), batch.data());
-  if (measured) {
-    // What is measured is known: its values replace the predictions, as points.
-    out.measured.assign(pool.size(), false);
-    for (std::size_t i = 0; i < pool.size(); ++i) {
-      const auto found = measured->find(pool[i].key);
-      if (found == measured->end()) continue;
-      for (std::size_t t = 0; t < model.targets().size(); ++t) {
-        const auto target = parse_target(model.targets()[t].name);
-        if (!target || !predictions[t][i].available) continue;
-        if (const auto& v = found->second[static_cast<std::size_t>(*target)]) {
-          predictions[t][i] = {true, "", *v, *v, *v};
-          out.measured[i] = true;
-        }
-      }
-    }
-  }
-  FeasibilityOptions feasibility_options;
-  feasibility_options.coverage = model.coverage();
-  feasibility_options.safe = command.safe;
-  assessed.resize(pool.size());
-  for (std::size_t i = 0; i < pool.size(); ++i) {
-    assessed[i] = assess_budgets(budgets, gather_predictions(model.targets(), predictions, i),
-                                 feasibility_options);
-    if (assessed[i].feasible) feasible.push_back(i);
-  }
-  if (feasible.empty() && !budgets.empty()) {
-    // Say which budget rules everything out, and the configuration that comes closest.
-    std::string why;
-    for (std::size_t b = 0; b < budgets.size(); ++b) {
-      if (meeting[b] > 0) continue;
-      const std::string unit(canonical_unit(budgets[b].target));
-      why += std::string(why.empty() ? "" : "; ") + std::string(to_string(budgets[b].target)) +
-             " <= " + cell_text(budgets[b].limit) + " " + unit + " rules out all " +
-             std::to_string(total - excluded) + " configurations (closest: " + closest[b].first +
-             " at " + cell_text(closest[b].second) + " " + unit + ")";
-    }
-    throw Error(
-        ErrorCategory::kInput,
-        "no configuration meets the budgets" +
-            (why.empty() ? std::string(" together (each alone is met by some)") : ": " + why));
-  }
-  std::vector<ObjectiveValues> values;
-  for (std::size_t i : feasible) {
-    ObjectiveValues v{};
-    for (std::size_t k = 0; k < d; ++k)
-      v[k] = predictions[target_index(model, objectives[k])][i].value;
-    values.push_back(v);
-  }
-  front = pareto_front(values, d);
-  std::vector<ObjectiveValues> front_values;
-  for (std::size_t f : front) front_values.push_back(values[f]);
-  ranked = rank_front(front_values, d, *parse_rank_method(command.rank));
-  return out;
+  return setup;
 }
 
 void report_screen(const ScreenCommand& command, const ScreenSetup& setup,
-                   const ScreenOutcome& outcome, const nlohmann::json& extra) {
+                   const ScreenResult& result, const nlohmann::json& extra) {
   const Predictor& model = setup.model;
-  // Named references, not a structured binding: clang 14 lambdas cannot capture those.
-  const auto& total = outcome.total;
-  const auto& excluded = outcome.excluded;
-  const auto& over_budget = outcome.over_budget;
-  const auto& rank_pruned = outcome.rank_pruned;
-  const auto& overlap_kept = outcome.overlap_kept;
-  const auto& expected_lost = outcome.expected_lost;
-  const auto& outside_domain = outcome.outside_domain;
-  const auto& domain_warning = outcome.domain_warning;
-  const auto& pool = outcome.pool;
-  const auto& predictions = outcome.predictions;
-  const auto& assessed = outcome.assessed;
-  const auto& feasible = outcome.feasible;
-  const auto& front = outcome.front;
+  const ScreenCounts& counts = result.counts;
+  const auto& pool = result.pool;
+  const auto& predictions = result.predictions;
   // First on stderr: which device the budgets were judged for.
   if (const std::string note = this_machine_note(model, command.model); !note.empty()) {
     std::cerr << note << "\n";
   }
-  const auto& ranked = outcome.ranked;
-  const auto& measured = outcome.measured;
-  const std::vector<Budget>& budgets = setup.budgets;
-  const std::vector<Target>& objectives = setup.objectives;
-  const bool source = setup.source != nullptr;
-  const double tail = (1 - (source ? *setup.source : model).coverage()) / 2;
-  const std::size_t cols = model.feature_names().size();
+  const bool source = setup.stage1 != nullptr;
+  const double tail = (1 - (source ? *setup.stage1 : model).coverage()) / 2;
 
   // The shortlist: the ranked front, best first, at most --top.
-  std::vector<std::string> columns = {"rank", "key", "p_feasible"};
-  for (const TargetInfo& target : model.targets()) {
-    const std::size_t t = &target - model.targets().data();
+  std::vector<std::string> columns = {"rank", "key"};
+  if (result.value) columns.push_back(value_column(result));
+  columns.emplace_back("p_feasible");
+  std::vector<std::size_t> shown_targets;
+  for (std::size_t t = 0; t < result.targets.size(); ++t) {
     if (predictions.empty() || pool.empty() || !predictions[t][0].available) continue;
-    const std::string name = target.name + "_" + target.unit;
+    shown_targets.push_back(t);
+    const std::string name = result.targets[t].name + "_" + result.targets[t].unit;
     columns.insert(columns.end(), {name, name + "_low", name + "_high"});
   }
-  if (!measured.empty()) columns.emplace_back("measured");
-  const std::size_t shown = std::min(command.top, ranked.size());
-  const auto row_of = [&](std::size_t r) {
-    const std::size_t i = feasible[front[ranked[r].index]];
-    std::vector<Cell> row = {static_cast<std::int64_t>(r + 1), pool[i].key,
-                             assessed[i].probability};
-    for (std::size_t t = 0; t < model.targets().size(); ++t) {
-      if (!predictions[t][i].available) continue;
+  const bool show_domain = result.domain_policy != DomainPolicy::kExclude;
+  if (show_domain) columns.emplace_back("inside_domain");
+  if (!result.measured.empty()) columns.emplace_back("measured");
+  const std::size_t shown = std::min(command.top, result.ranked.size());
+  const auto cells_of = [&](std::size_t i) {
+    std::vector<Cell> row = {pool[i].key};
+    if (result.value) row.emplace_back(pool[i].value.value_or(0));
+    row.emplace_back(result.assessed[i].probability);
+    for (std::size_t t : shown_targets) {
       row.insert(row.end(),
                  {predictions[t][i].value, predictions[t][i].low, predictions[t][i].high});
     }
-    if (!measured.empty()) row.emplace_back(static_cast<bool>(measured[i]));
+    if (show_domain) row.emplace_back(pool[i].domain.inside);
+    if (!result.measured.empty()) row.emplace_back(static_cast<bool>(result.measured[i]));
+    return row;
+  };
+  const auto ranked_row = [&](std::size_t r) {
+    std::vector<Cell> row = {static_cast<std::int64_t>(r + 1)};
+    const std::vector<Cell> rest = cells_of(result.ranked_pool_index(r));
+    row.insert(row.end(), rest.begin(), rest.end());
     return row;
   };
   auto writer = make_row_writer(parse_format(command.format), columns, std::cout);
-  for (std::size_t r = 0; r < shown; ++r) writer->row(row_of(r));
+  for (std::size_t r = 0; r < shown; ++r) writer->row(ranked_row(r));
   writer->finish();
   std::cout.flush();
 
-  const std::uint64_t candidates = total - excluded;
-  std::cerr << "screened " << total << " configurations (" << excluded
-            << " outside the space's constraints)\n"
+  std::string objectives = result.value ? result.value->name + " (up), " : "";
+  for (std::size_t k = 0; k < result.costs.size(); ++k) {
+    objectives += (k == 0 ? "" : ", ") + std::string(to_string(result.costs[k]));
+  }
+  objectives += result.value ? " (down)" : "";
+  const std::uint64_t candidates = counts.configurations - counts.outside_constraints;
+  std::cerr << "screened " << counts.configurations << " configurations ("
+            << counts.outside_constraints << " outside the space's constraints)\n"
             << "  stage 1 ("
             << (source ? "source model " + command.stage1_model : "cheapest member")
-            << "): " << over_budget << " confidently over budget, " << rank_pruned
-            << " confidently outranked, " << pool.size() << " kept (" << overlap_kept
+            << "): " << counts.over_budget << " confidently over budget, " << counts.outranked
+            << " confidently outranked, " << pool.size() << " kept (" << counts.overlap_kept
             << " only because their intervals overlap the top)\n"
-            << "  pruned " << (over_budget + rank_pruned) << " of " << candidates << " ("
-            << percent(over_budget + rank_pruned, candidates)
+            << "  pruned " << (counts.over_budget + counts.outranked) << " of " << candidates
+            << " (" << percent(counts.over_budget + counts.outranked, candidates)
             << "%); expected feasible candidates among the over-budget ones, by their own "
                "intervals: "
-            << expected_lost << "; an outranked one beats the kept top only if an interval "
-            << "missed (probability <= " << tail << " per interval)\n"
-            << "  stage 2 (full ensemble): " << feasible.size() << " feasible"
-            << (command.safe ? " (interval upper ends within budget)" : "") << ", Pareto front "
-            << front.size() << " over " <<
-      [&] {
-        std::string names;
-        for (Target t : objectives)
-          names += (names.empty() ? "" : ", ") + std::string(to_string(t));
-        return names;
-      }() << "; shortlist "
-            << shown << "\n";
-  if (!domain_warning.empty()) std::cerr << domain_warning << "\n";
+            << counts.expected_feasible_lost << "; an outranked one beats the kept top only if "
+            << "an interval missed (probability <= " << tail << " per interval)\n";
+  if (counts.outside_domain > 0) {
+    std::cerr << "  training domain: " << counts.outside_domain << " of "
+              << candidates - counts.over_budget
+              << " candidates (those not confidently over budget) lie outside the data "
+              << command.model
+              << " was fitted on (first: " << result.first_outside << "): "
+              << (result.domain_policy == DomainPolicy::kExclude
+                      ? "excluded, as their predictions extrapolate"
+                  : result.domain_policy == DomainPolicy::kWiden
+                      ? "kept with intervals widened by their distance, feasible only when the "
+                        "upper ends meet the budgets (--outside-domain exclude leaves them out)"
+                      : "kept as predicted: their predictions extrapolate")
+              << "\n";
+  }
+  std::cerr << "  stage 2 (full ensemble): " << result.feasible.size() << " feasible"
+            << (result.safe ? " (interval upper ends within budget)" : "") << ", Pareto front "
+            << result.front.size() << " over " << objectives << ", ranked by "
+            << to_string(result.rank) << "; shortlist " << shown << "\n";
+  if (result.value) std::cerr << "  value: " << result.value->describe() << "\n";
 
-  // The whole ranked front with features, as CSV and JSON files.
+  // The whole ranked front with features, as CSV.
   if (!command.output.empty()) {
     std::ofstream file(command.output);
     if (!file) throw Error(ErrorCategory::kRuntime, command.output + ": cannot write");
     std::vector<std::string> all = columns;
     all.insert(all.end(), model.feature_names().begin(), model.feature_names().end());
     auto csv = make_row_writer(Format::kCsv, all, file);
-    for (std::size_t r = 0; r < ranked.size(); ++r) {
-      std::vector<Cell> row = row_of(r);
-      const std::size_t i = feasible[front[ranked[r].index]];
-      for (float f : pool[i].x) row.emplace_back(static_cast<double>(f));
+    for (std::size_t r = 0; r < result.ranked.size(); ++r) {
+      std::vector<Cell> row = ranked_row(r);
+      for (float f : pool[result.ranked_pool_index(r)].x) row.emplace_back(static_cast<double>(f));
       csv->row(row);
     }
     csv->finish();
-    std::cerr << "wrote " << command.output << " (" << ranked.size() << " rows)\n";
+    std::cerr << "wrote " << command.output << " (" << result.ranked.size() << " rows)\n";
   }
-  // Every candidate stage 2 scored: the feasible set around the front (the report draws it).
+  // Every candidate stage 2 scored: the feasible set around the front.
   if (!command.candidates_output.empty()) {
     std::ofstream file(command.candidates_output);
     if (!file) throw Error(ErrorCategory::kRuntime, command.candidates_output + ": cannot write");
-    std::vector<std::string> candidate_columns = {"key", "feasible", "p_feasible", "front_rank"};
-    candidate_columns.insert(candidate_columns.end(), columns.begin() + 3, columns.end());
-    std::vector<std::size_t> front_rank(pool.size(), 0);
-    for (std::size_t r = 0; r < ranked.size(); ++r)
-      front_rank[feasible[front[ranked[r].index]]] = r + 1;
+    std::vector<std::string> candidate_columns = {"key", "feasible", "front_rank"};
+    candidate_columns.insert(candidate_columns.end(), columns.begin() + 2, columns.end());
+    const std::vector<std::size_t> ranks = result.front_ranks();
     auto csv = make_row_writer(Format::kCsv, candidate_columns, file);
     for (std::size_t i = 0; i < pool.size(); ++i) {
-      std::vector<Cell> row = {
-          pool[i].key, assessed[i].feasible, assessed[i].probability,
-          front_rank[i] > 0 ? Cell(static_cast<std::int64_t>(front_rank[i])) : Cell(std::string())};
-      for (std::size_t t = 0; t < model.targets().size(); ++t) {
-        if (!predictions[t][i].available) continue;
-        row.insert(row.end(),
-                   {predictions[t][i].value, predictions[t][i].low, predictions[t][i].high});
-      }
-      if (!measured.empty()) row.emplace_back(static_cast<bool>(measured[i]));
+      std::vector<Cell> row = {pool[i].key, result.assessed[i].feasible,
+                               ranks[i] > 0 ? Cell(static_cast<std::int64_t>(ranks[i]))
+                                            : Cell(std::string())};
+      const std::vector<Cell> rest = cells_of(i);
+      row.insert(row.end(), rest.begin() + 1, rest.end());
       csv->row(row);
     }
     csv->finish();
     std::cerr << "wrote " << command.candidates_output << " (" << pool.size() << " rows)\n";
   }
   if (!command.json_output.empty()) {
-    nlohmann::json shortlist = nlohmann::json::array();
-    for (std::size_t r = 0; r < ranked.size(); ++r) {
-      const std::size_t i = feasible[front[ranked[r].index]];
-      nlohmann::json entry = {{"rank", r + 1},
-                              {"key", pool[i].key},
-                              {"p_feasible", assessed[i].probability},
-                              {"score", ranked[r].score}};
-      if (!measured.empty()) entry["measured"] = static_cast<bool>(measured[i]);
-      for (std::size_t t = 0; t < model.targets().size(); ++t) {
-        if (!predictions[t][i].available) continue;
-        entry[model.targets()[t].name] = {{"value", predictions[t][i].value},
-                                          {"low", predictions[t][i].low},
-                                          {"high", predictions[t][i].high},
-                                          {"unit", model.targets()[t].unit}};
-      }
-      nlohmann::json features = nlohmann::json::object();
-      for (std::size_t f = 0; f < cols; ++f) features[model.feature_names()[f]] = pool[i].x[f];
-      entry["features"] = std::move(features);
-      shortlist.push_back(std::move(entry));
-    }
-    nlohmann::json budgets_json = nlohmann::json::array();
-    for (const Budget& b : budgets) {
-      budgets_json.push_back({{"target", to_string(b.target)},
-                              {"limit", b.limit},
-                              {"unit", canonical_unit(b.target)},
-                              {"strict", b.strict}});
-    }
-    nlohmann::json out = {
-        {"model", command.model},
-        {"stage1_model", command.stage1_model.empty() ? command.model : command.stage1_model},
-        {"budgets", budgets_json},
-        {"safe", command.safe},
-        {"counts",
-         {{"configurations", total},
-          {"outside_constraints", excluded},
-          {"stage1_over_budget", over_budget},
-          {"stage1_expected_feasible_lost", expected_lost},
-          {"stage1_outranked", rank_pruned},
-          {"stage2_scored", pool.size()},
-          {"stage1_kept_by_overlap", overlap_kept},
-          {"outside_training_domain", outside_domain},
-          {"feasible", feasible.size()},
-          {"front", front.size()}}},
-        {"shortlist", shortlist}};
+    nlohmann::json out = screen_result_json(result, model.feature_names());
+    out["model"] = command.model;
+    out["stage1_model"] = command.stage1_model.empty() ? command.model : command.stage1_model;
     for (const auto& [name, value] : extra.items()) out[name] = value;
     std::ofstream file(command.json_output);
     if (!file) throw Error(ErrorCategory::kRuntime, command.json_output + ": cannot write");
@@ -487,34 +251,135 @@ void report_screen(const ScreenCommand& command, const ScreenSetup& setup,
   }
 }
 
-std::map<std::string, MeasuredValues> measured_by_key(const Store& store,
-                                                      const std::string& device) {
-  std::map<std::string, MeasuredValues> out;
-  std::string fingerprint = device;
-  if (fingerprint.empty()) {
-    const auto devices = store.devices();
-    if (devices.size() > 1) {
-      throw Error(ErrorCategory::kUsage, store.path() + " holds " + std::to_string(devices.size()) +
-                                             " devices; choose one with --device");
-    }
-    if (!devices.empty()) fingerprint = devices.front().fingerprint;
+namespace {
+
+// Prints one round of active profiling on stderr.
+void print_round(const RefineRound& round, const ScreenCommand& command) {
+  std::cerr << "refine round " << round.round << ": ";
+  if (round.round > 0) {
+    std::cerr << "measured " << round.measured << " of " << round.acquired << " chosen ("
+              << (command.replay.empty() ? "on " + command.device
+                                         : "replayed from " + command.replay)
+              << ", " << cell_text(round.measure_s) << " s), refitted on " << round.training_rows
+              << " (" << cell_text(round.fit_s) << " s); ";
+  } else {
+    std::cerr << "the model as given, " << round.training_rows << " measured; ";
   }
-  for (const MeasuredTargets& m : combine_repeated(store.ok_measurements(fingerprint))) {
-    auto& values = out[m.configuration_key];
-    if (m.engine_peak_bytes) values[0] = static_cast<double>(*m.engine_peak_bytes);
-    values[1] = m.energy_j;
-    values[2] = m.latency_ms;
+  std::cerr << "front " << round.front << " (" << round.front_measured << " measured, "
+            << round.front_meets << " of them within budgets)";
+  if (round.recall) {
+    std::cerr << ", recall " << cell_text(*round.recall) << "%, precision "
+              << cell_text(*round.precision) << "%; budget decisions " << cell_text(*round.accuracy)
+              << "% right (" << round.false_accepts << " false accepts, " << round.false_rejects
+              << " false rejects of " << round.truly_feasible << " truly feasible)";
   }
-  return out;
+  std::cerr << "\n";
 }
 
-bool meets(const std::vector<Budget>& budgets, const MeasuredValues& v) {
-  for (const Budget& b : budgets) {
-    const auto& value = v[static_cast<std::size_t>(b.target)];
-    if (!value) return false;
-    if (b.strict ? !(*value < b.limit) : !(*value <= b.limit)) return false;
+// The rounds as a table on stderr.
+void print_rounds(const RefineResult& result) {
+  std::vector<std::string> columns = {"round", "measured", "training_rows"};
+  std::vector<Target> scored;
+  for (Target target : {Target::kMemory, Target::kEnergy, Target::kLatency}) {
+    for (const RefineRound& round : result.rounds) {
+      if (round.new_errors[static_cast<std::size_t>(target)]) {
+        scored.push_back(target);
+        break;
+      }
+    }
   }
-  return true;
+  for (Target target : scored) {
+    const std::string name(to_string(target));
+    columns.insert(columns.end(), {"new_" + name + "_mape_pct", "new_" + name + "_coverage_pct"});
+  }
+  columns.insert(columns.end(), {"new_budget_acc_pct", "front", "entered", "left", "front_measured",
+                                 "front_within_budgets"});
+  const bool truth = result.true_front.has_value();
+  if (truth) {
+    columns.insert(columns.end(), {"recall_pct", "precision_pct", "budget_acc_pct", "false_accepts",
+                                   "false_rejects"});
+  }
+  auto writer = make_row_writer(Format::kTable, columns, std::cerr);
+  const auto cell = [](const std::optional<double>& v) { return v ? Cell(*v) : Cell("-"); };
+  for (const RefineRound& round : result.rounds) {
+    std::vector<Cell> row = {static_cast<std::int64_t>(round.round),
+                             static_cast<std::int64_t>(round.measured),
+                             static_cast<std::int64_t>(round.training_rows)};
+    for (Target target : scored) {
+      const auto& m = round.new_errors[static_cast<std::size_t>(target)];
+      row.push_back(m ? Cell(m->mape) : Cell("-"));
+      row.push_back(m ? cell(m->coverage) : Cell("-"));
+    }
+    row.push_back(cell(round.new_budget_accuracy));
+    for (std::size_t v :
+         {round.front, round.front_in, round.front_out, round.front_measured, round.front_meets}) {
+      row.emplace_back(static_cast<std::int64_t>(v));
+    }
+    if (truth) {
+      row.push_back(cell(round.recall));
+      row.push_back(cell(round.precision));
+      row.push_back(cell(round.accuracy));
+      row.emplace_back(static_cast<std::int64_t>(round.false_accepts));
+      row.emplace_back(static_cast<std::int64_t>(round.false_rejects));
+    }
+    writer->row(row);
+  }
+  writer->finish();
+}
+
+void run_refine(const ScreenCommand& command, ScreenSetup& setup) {
+  if (command.db.empty()) {
+    throw Error(ErrorCategory::kUsage,
+                "--refine needs --db: the campaign the model was fitted on, which the new "
+                "measurements join");
+  }
+  if (command.rounds < 1) throw Error(ErrorCategory::kUsage, "--rounds must be at least 1");
+  const auto acquisition = parse_acquisition(command.acquire);
+  if (!acquisition) throw Error(ErrorCategory::kUsage, "--acquire must be informative or random");
+  RefineOptions options;
+  options.per_round = command.refine;
+  options.rounds = command.rounds;
+  if (!command.refine_time.empty()) options.time_budget_s = parse_duration_s(command.refine_time);
+  options.db = command.db;
+  options.device = command.device;
+  options.replay = command.replay;
+  options.acquisition = *acquisition;
+  options.seed = command.seed;
+  options.threads = command.threads;
+  options.protocol = command.protocol;
+  options.worker = {"/proc/self/exe", {"__worker"}};
+  options.name = command.model;
+  options.refit_output = command.refit_output;
+  if (options.refit_output.empty()) {
+    std::filesystem::path path(command.model);
+    options.refit_output = (path.parent_path() / (path.stem().string() + ".refined.json")).string();
+  }
+  const bool terminal = ::isatty(STDERR_FILENO) != 0;
+  options.progress = [terminal](const CampaignProgress& progress) {
+    print_progress(progress, terminal);
+  };
+  options.round_done = [&](const RefineRound& round) {
+    if (terminal && round.round > 0 && command.replay.empty()) std::cerr << "\n";
+    print_round(round, command);
+  };
+  const RefineResult result =
+      refine(setup.model, setup.stage1.get(), setup.candidates, setup.request, options);
+  if (result.exhausted) std::cerr << "refine: every candidate is measured already\n";
+  print_rounds(result);
+  std::cerr << "refitted model: " << options.refit_output << " ("
+            << (command.replay.empty() ? "measurements in " + command.db
+                                       : "replayed measurements from " + command.replay)
+            << ", acquisition " << command.acquire << ", " << cell_text(result.seconds) << " s)\n";
+  nlohmann::json rounds = nlohmann::json::array();
+  for (const RefineRound& round : result.rounds) rounds.push_back(refine_round_json(round));
+  report_screen(command, setup, result.screen,
+                {{"refine",
+                  {{"acquire", command.acquire},
+                   {"replay", command.replay},
+                   {"refit_model", options.refit_output},
+                   {"true_front", result.true_front ? nlohmann::json(*result.true_front)
+                                                    : nlohmann::json()},
+                   {"rounds", rounds}}}});
 }
 
 void run_screen(const ScreenCommand& command) {
@@ -522,13 +387,13 @@ void run_screen(const ScreenCommand& command) {
   if (command.refine > 0) {
     run_refine(command, setup);
   } else {
-    report_screen(command, setup, screen_once(command, setup));
+    const ScreenResult result =
+        screen(setup.model, setup.stage1.get(), setup.candidates, setup.request);
+    report_screen(command, setup, result);
   }
 }
 
 // --- carb validate --------------------------------------------------------------------------
-
-namespace {
 
 struct ValidateCommand {
   std::string shortlist;
@@ -542,17 +407,89 @@ struct ValidateCommand {
   std::string format = "table";
 };
 
-void run_validate(const ValidateCommand& command) {
-  const CsvTable table = read_csv(command.shortlist);
+// A shortlist as validate reads it: from carb screen's JSON result or its -o CSV.
+struct Shortlist {
+  std::vector<std::string> keys;  // ranked
+  std::vector<Target> costs;      // the front's costs
+  std::optional<ValueObjective> value;
+  std::vector<Budget> budgets;  // as the screening used them (JSON only)
+  bool safe = false;            // feasible only with interval upper ends in budget (JSON only)
+  std::optional<DomainPolicy> domain;  // the screening's (JSON only)
+  // Per Target: each key's prediction (available = false where the shortlist has none).
+  std::array<std::vector<TargetPrediction>, kTargetCount> predictions;
+};
+
+Shortlist read_shortlist(const std::string& path) {
+  Shortlist out;
+  std::ifstream probe(path);
+  if (!probe) throw Error(ErrorCategory::kInput, path + ": cannot open the shortlist");
+  char first = 0;
+  probe >> first;
+  if (first == '{') {
+    nlohmann::json j;
+    try {
+      probe.seekg(0);
+      j = nlohmann::json::parse(probe);
+    } catch (const nlohmann::json::exception& e) {
+      throw Error(ErrorCategory::kInput, path + ": not JSON: " + e.what());
+    }
+    const ScreenResult result = screen_result_from_json(j, path);
+    out.costs = result.costs;
+    out.budgets = result.budgets;
+    out.safe = result.safe;
+    out.domain = result.domain_policy;
+    if (result.value) {
+      out.value = result.value->analytic() ? analytic_value(result.value->name)
+                                           : read_value_file(result.value->file, result.value->name);
+    }
+    for (std::size_t r = 0; r < result.ranked.size(); ++r) {
+      const std::size_t i = result.ranked_pool_index(r);
+      out.keys.push_back(result.pool[i].key);
+      for (std::size_t t = 0; t < result.targets.size(); ++t) {
+        const auto target = parse_target(result.targets[t].name);
+        if (target) out.predictions[static_cast<std::size_t>(*target)].push_back(result.predictions[t][i]);
+      }
+    }
+    for (auto& p : out.predictions) p.resize(out.keys.size());
+    return out;
+  }
+  const CsvTable table = read_csv(path);
   const std::size_t key_column = table.column("key");
-  std::vector<std::string> keys;
-  for (const auto& row : table.rows) keys.push_back(row[key_column]);
+  for (const auto& row : table.rows) out.keys.push_back(row[key_column]);
+  for (Target target : {Target::kMemory, Target::kEnergy, Target::kLatency}) {
+    const std::string prefix =
+        std::string(to_string(target)) + "_" + std::string(canonical_unit(target));
+    auto& predictions = out.predictions[static_cast<std::size_t>(target)];
+    predictions.resize(out.keys.size());
+    if (std::find(table.header.begin(), table.header.end(), prefix) == table.header.end()) continue;
+    out.costs.push_back(target);
+    const std::size_t columns[3] = {table.column(prefix), table.column(prefix + "_low"),
+                                    table.column(prefix + "_high")};
+    for (std::size_t r = 0; r < table.rows.size(); ++r) {
+      double numbers[3];
+      for (int c = 0; c < 3; ++c) {
+        try {
+          numbers[c] = std::stod(table.rows[r][columns[c]]);
+        } catch (const std::exception&) {
+          throw input_error_at(path, table.lines[r], static_cast<int>(columns[c]) + 1,
+                               "'" + table.rows[r][columns[c]] + "' is not a number");
+        }
+      }
+      predictions[r] = {true, "", numbers[0], numbers[1], numbers[2]};
+    }
+  }
+  return out;
+}
+
+void run_validate(const ValidateCommand& command) {
+  const Shortlist shortlist = read_shortlist(command.shortlist);
+  const std::vector<std::string>& keys = shortlist.keys;
   if (command.measure) {
     CampaignOptions options;
     options.db_path = command.db;
     options.device = command.measure_device;
     options.name = "validate " + command.shortlist;
-    options.spec_text = read_file(command.shortlist, "shortlist");
+    for (const std::string& key : keys) options.spec_text += key + "\n";
     options.worker = {"/proc/self/exe", {"__worker"}};
     std::vector<Config> configs;
     for (const std::string& key : keys) configs.push_back(parse_key(key));
@@ -566,26 +503,25 @@ void run_validate(const ValidateCommand& command) {
   const Store store = Store::open(command.db);
   const auto measured = measured_by_key(store, command.device);
   const std::vector<Budget> budgets =
-      command.budget.empty() ? std::vector<Budget>{} : parse_budgets(command.budget);
+      command.budget.empty() ? shortlist.budgets : parse_budgets(command.budget);
 
   auto writer = make_row_writer(
       parse_format(command.format),
       {"target", "n", "mape_pct", "median_error_pct", "within10_pct", "coverage_pct", "spearman"},
       std::cout);
   for (Target target : {Target::kMemory, Target::kEnergy, Target::kLatency}) {
-    std::string prefix = std::string(to_string(target)) + "_" + std::string(canonical_unit(target));
-    if (std::find(table.header.begin(), table.header.end(), prefix) == table.header.end()) continue;
-    const std::size_t value_column = table.column(prefix);
-    const std::size_t low_column = table.column(prefix + "_low");
-    const std::size_t high_column = table.column(prefix + "_high");
+    const auto& predictions = shortlist.predictions[static_cast<std::size_t>(target)];
     std::vector<double> truth, predicted, low, high;
-    for (std::size_t r = 0; r < table.rows.size(); ++r) {
+    for (std::size_t r = 0; r < keys.size(); ++r) {
       const auto found = measured.find(keys[r]);
-      if (found == measured.end() || !found->second[static_cast<std::size_t>(target)]) continue;
+      if (!predictions[r].available || found == measured.end() ||
+          !found->second[static_cast<std::size_t>(target)]) {
+        continue;
+      }
       truth.push_back(*found->second[static_cast<std::size_t>(target)]);
-      predicted.push_back(std::stod(table.rows[r][value_column]));
-      low.push_back(std::stod(table.rows[r][low_column]));
-      high.push_back(std::stod(table.rows[r][high_column]));
+      predicted.push_back(predictions[r].value);
+      low.push_back(predictions[r].low);
+      high.push_back(predictions[r].high);
     }
     if (truth.empty()) continue;
     const Metrics m = score(truth, predicted, &low, &high);
@@ -608,7 +544,6 @@ void run_validate(const ValidateCommand& command) {
   if (!budgets.empty() && !command.model.empty()) {
     const Predictor model = Predictor::load(command.model);
     std::vector<Config> configs;
-    std::vector<std::string> config_keys;
     if (!command.space.spec.empty() || !command.space.keys_file.empty()) {
       for (const Config& c : select_configs(command.space)) {
         if (measured.count(to_key(c))) configs.push_back(c);
@@ -620,27 +555,49 @@ void run_validate(const ValidateCommand& command) {
     const auto predictions = model.predict(rows.x.data(), configs.size(), rows.batch.data());
     FeasibilityOptions options;
     options.coverage = model.coverage();
-    std::size_t correct = 0, false_accept = 0, false_reject = 0, truly_feasible = 0, accepted = 0;
-    std::vector<ObjectiveValues> true_values;
-    std::vector<std::string> true_keys;
+    options.safe = shortlist.safe;
+    // Screening's decision under each domain policy (decide_budgets): allow judges every
+    // configuration by its predictions; exclude rejects those outside the training domain;
+    // widen judges those by their widened intervals' upper ends.
+    struct Tally {
+      std::size_t correct = 0, false_accept = 0, false_reject = 0, accepted = 0;
+    };
+    const std::array<DomainPolicy, 3> policies = {DomainPolicy::kAllow, DomainPolicy::kExclude,
+                                                  DomainPolicy::kWiden};
+    std::array<Tally, 3> tallies{};
+    std::size_t truly_feasible = 0, outside = 0;
+    const std::size_t cols = model.feature_names().size();
     for (std::size_t i = 0; i < configs.size(); ++i) {
       const auto& truth = measured.at(to_key(configs[i]));
       const bool actual = meets(budgets, truth);
-      const bool predicted =
-          assess_budgets(budgets, gather_predictions(model.targets(), predictions, i), options)
-              .feasible;
-      correct += actual == predicted ? 1 : 0;
-      false_accept += predicted && !actual ? 1 : 0;
-      false_reject += !predicted && actual ? 1 : 0;
+      const DomainJudgement domain = model.training_domain().judge(rows.x.data() + i * cols);
+      outside += domain.inside ? 0 : 1;
       truly_feasible += actual ? 1 : 0;
-      accepted += predicted ? 1 : 0;
+      for (std::size_t p = 0; p < policies.size(); ++p) {
+        TargetPredictions prediction = gather_predictions(model.targets(), predictions, i);
+        const bool accept =
+            decide_budgets(budgets, prediction, domain, policies[p], options).feasible;
+        Tally& tally = tallies[p];
+        tally.correct += actual == accept ? 1 : 0;
+        tally.false_accept += accept && !actual ? 1 : 0;
+        tally.false_reject += !accept && actual ? 1 : 0;
+        tally.accepted += accept ? 1 : 0;
+      }
     }
-    std::cerr << "budget classification over " << configs.size()
-              << " measured configurations: accuracy " << percent(correct, configs.size())
-              << "%, false accepts " << percent(false_accept, configs.size()) << "% of all ("
-              << false_accept << " of " << accepted << " accepted), false rejects "
-              << percent(false_reject, configs.size()) << "% (" << false_reject << " of "
-              << truly_feasible << " truly feasible)\n";
+    std::cerr << "budget classification over " << configs.size() << " measured configurations ("
+              << outside << " outside the training domain, " << truly_feasible
+              << " truly feasible" << (options.safe ? "; safe: by interval upper ends" : "")
+              << "):\n";
+    for (std::size_t p = 0; p < policies.size(); ++p) {
+      const Tally& t = tallies[p];
+      std::cerr << "  outside-domain " << to_string(policies[p]) << ": accuracy "
+                << cell_text(percent(t.correct, configs.size())) << "%, false accepts "
+                << cell_text(percent(t.false_accept, configs.size())) << "% of all ("
+                << t.false_accept << " of " << t.accepted << " accepted), false rejects "
+                << cell_text(percent(t.false_reject, configs.size())) << "% (" << t.false_reject
+                << " of " << truly_feasible << " truly feasible)"
+                << (shortlist.domain == policies[p] ? "  <- the screening's" : "") << "\n";
+    }
   }
 
   // Pareto recall and precision against the measured front of the whole space.
@@ -656,39 +613,46 @@ void run_validate(const ValidateCommand& command) {
                 << ")\n";
       return;
     }
-    std::vector<Target> objectives;
-    for (Target target : {Target::kMemory, Target::kEnergy, Target::kLatency}) {
-      const std::string column =
-          std::string(to_string(target)) + "_" + std::string(canonical_unit(target));
-      if (std::find(table.header.begin(), table.header.end(), column) != table.header.end()) {
-        objectives.push_back(target);
-      }
-    }
+    const std::vector<Target>& costs = shortlist.costs;
+    const std::size_t objectives = costs.size() + (shortlist.value ? 1 : 0);
+    FeatureRows rows;
+    if (shortlist.value && shortlist.value->analytic()) rows = feature_rows(space);
+    const std::vector<std::string>& names = architecture_feature_names();
     std::vector<ObjectiveValues> values;
     std::vector<std::string> feasible_keys;
-    for (const Config& c : space) {
+    for (std::size_t s = 0; s < space.size(); ++s) {
+      const Config& c = space[s];
       const auto& truth = measured.at(to_key(c));
       if (!meets(budgets, truth)) continue;
       ObjectiveValues v{};
       bool complete = true;
-      for (std::size_t k = 0; k < objectives.size(); ++k) {
-        const auto& value = truth[static_cast<std::size_t>(objectives[k])];
+      for (std::size_t k = 0; k < costs.size(); ++k) {
+        const auto& value = truth[static_cast<std::size_t>(costs[k])];
         if (!value) complete = false;
         v[k] = value.value_or(0);
+      }
+      if (shortlist.value) {
+        const float* row = rows.x.empty() ? nullptr : rows.x.data() + s * names.size();
+        const auto value = objective_value(*shortlist.value, names, row, c);
+        if (!value) complete = false;
+        v[costs.size()] = -value.value_or(0);
       }
       if (!complete) continue;
       values.push_back(v);
       feasible_keys.push_back(to_key(c));
     }
-    const auto front = pareto_front(values, objectives.size());
+    const auto front = pareto_front(values, objectives);
+    const std::set<std::string> listed(keys.begin(), keys.end());
     std::size_t hits = 0;
-    for (std::size_t f : front) {
-      hits += std::count(keys.begin(), keys.end(), feasible_keys[f]) > 0 ? 1 : 0;
+    for (std::size_t f : front) hits += listed.count(feasible_keys[f]);
+    std::string over = shortlist.value ? shortlist.value->name + " (up), " : "";
+    for (std::size_t k = 0; k < costs.size(); ++k) {
+      over += (k == 0 ? "" : ", ") + std::string(to_string(costs[k]));
     }
-    std::cerr << "true Pareto front (measured, within budget): " << front.size()
-              << " configurations; shortlist recall " << percent(hits, front.size())
-              << "%, precision " << percent(hits, keys.size()) << "% (" << hits
-              << " shortlisted configurations are on it)\n";
+    std::cerr << "true Pareto front (measured, within budget, over " << over
+              << "): " << front.size() << " configurations; shortlist recall "
+              << percent(hits, front.size()) << "%, precision " << percent(hits, keys.size())
+              << "% (" << hits << " shortlisted configurations are on it)\n";
   }
 }
 
@@ -707,19 +671,34 @@ void add_screen_verbs(CLI::App& app) {
   verb->add_option("--sample", screen->selection.sample, "screen N configurations of the spec");
   verb->add_option("--seed", screen->selection.seed, "seed of the sample");
   verb->add_option("--budget", screen->budget, "e.g. 'energy<=75J,latency<=20ms,memory<=2GiB'");
+  verb->add_option("--maximize", screen->maximize,
+                   "the value to maximise beside the costs: params, macs, flops, depth, width "
+                   "(analytic, per image) or none")
+      ->capture_default_str();
+  verb->add_option("--value", screen->value_file,
+                   "or a value per configuration from a CSV: FILE:COLUMN (a 'key' column of "
+                   "configuration or network keys), e.g. accuracy.csv:top1");
   verb->add_option("--objectives", screen->objectives,
-                   "targets to minimise, e.g. latency,memory (default: all the model has)");
+                   "costs to minimise, e.g. latency,memory (default: all the model has)");
+  verb->add_option("--outside-domain", screen->outside_domain,
+                   "candidates outside the model's training data: widen (their intervals, and "
+                   "judge them by the upper ends), exclude or allow")
+      ->capture_default_str();
   verb->add_option("--keep", screen->keep, "stage 1 keeps the best K by combined rank (2000)");
   verb->add_option("--keep-fraction", screen->keep_fraction, "or a fraction of the candidates");
   verb->add_flag("--safe", screen->safe,
                  "feasible only when the interval's upper end meets "
                  "every budget");
-  verb->add_option("--rank", screen->rank, "order of the front: ideal (default) or knee");
+  verb->add_option("--rank", screen->rank,
+                   "order of the front: value (the most capable first; the default with a "
+                   "value), ideal (the default without) or knee");
   verb->add_option("--top", screen->top, "rows to print (20); the files hold the whole front");
   verb->add_option("-o,--output", screen->output, "the ranked front as CSV, with features");
-  verb->add_option("--json", screen->json_output, "the ranked front and the counts as JSON");
+  verb->add_option("--json", screen->json_output,
+                   "the whole result as JSON: request, counts, every stage-2 candidate (for "
+                   "carb report and carb validate)");
   verb->add_option("--candidates", screen->candidates_output,
-                   "every candidate stage 2 scored, feasible or not, as CSV (for carb report)");
+                   "every candidate stage 2 scored, feasible or not, as CSV");
   verb->add_option("--format", screen->format, "table, csv or json");
   verb->add_option("--refine", screen->refine,
                    "active profiling: measure N configurations per round that could most change "
@@ -742,25 +721,22 @@ void add_screen_verbs(CLI::App& app) {
   verb->add_option("--target-ci", screen->protocol.target_relative_ci,
                    "refine: relative CI half-width to stop timing at (0.01)");
   verb->add_option("--max-time", screen->protocol.max_time_s, "refine: timed seconds, at most");
-  verb->callback([screen] {
-    if (screen->selection.spec.empty() == screen->selection.keys_file.empty()) {
-      throw Error(ErrorCategory::kUsage, "give either --spec or --keys");
-    }
-    run_screen(*screen);
-  });
+  verb->callback([screen] { run_screen(*screen); });
 
   auto validate = std::make_shared<ValidateCommand>();
   CLI::App* vverb =
       app.add_subcommand("validate", "check a shortlist against measurements (or measure it now)");
-  vverb->add_option("--shortlist", validate->shortlist, "CSV written by carb screen -o")
+  vverb->add_option("--shortlist", validate->shortlist,
+                    "carb screen's --json result (or its -o CSV: costs only)")
       ->required();
   vverb->add_option("--db", validate->db, "database of measurements")->required();
   vverb->add_option("--device", validate->device, "device fingerprint in the database");
   vverb->add_flag("--measure", validate->measure, "profile the shortlist now into --db first");
   vverb->add_option("--measure-device", validate->measure_device, "device to measure on (cpu)");
-  vverb->add_option("--budget", validate->budget, "the budgets screening used");
+  vverb->add_option("--budget", validate->budget,
+                    "the budgets screening used (default: the JSON result's)");
   vverb->add_option("--model", validate->model,
-                    "with --budget: classify every measured configuration");
+                    "with budgets: classify every measured configuration");
   vverb->add_option("--spec", validate->space.spec, "the screened space: Pareto recall/precision");
   vverb->add_option("--keys", validate->space.keys_file, "or the screened keys");
   vverb->add_option("--format", validate->format, "table, csv or json");

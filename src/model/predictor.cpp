@@ -911,15 +911,6 @@ std::vector<double> out_of_fold(const TargetModel& fitted, const Matrix& m,
   return oof;
 }
 
-json domain_json(const std::vector<Predictor::FeatureRange>& domain) {
-  json low = json::array(), high = json::array();
-  for (const Predictor::FeatureRange& range : domain) {
-    low.push_back(range.min);
-    high.push_back(range.max);
-  }
-  return {{"min", low}, {"max", high}};
-}
-
 json metrics_json(const Metrics& metrics) {
   json j = {{"n", metrics.n},
             {"r2", metrics.r2},
@@ -977,7 +968,7 @@ struct Predictor::Impl {
   FitOptions options;
   std::vector<TargetModel> models;  // one per target, cascade order
   FitReport report;
-  std::vector<Predictor::FeatureRange> domain;  // per feature, over the fitted rows
+  TrainingDomain domain;  // of the fitted rows
   int threads = 0;
   // A transferred model's corrections over its source; null for a model fitted directly, and
   // then `models` holds the ensemble.
@@ -1041,16 +1032,7 @@ Predictor::~Predictor() = default;
 const std::string& Predictor::schema() const { return impl_->schema; }
 const std::vector<std::string>& Predictor::feature_names() const { return impl_->feature_names; }
 
-const std::vector<Predictor::FeatureRange>& Predictor::training_domain() const {
-  return impl_->domain;
-}
-
-std::size_t Predictor::outside_domain(const float* row) const {
-  for (std::size_t f = 0; f < impl_->domain.size(); ++f) {
-    if (!(row[f] >= impl_->domain[f].min && row[f] <= impl_->domain[f].max)) return f;
-  }
-  return std::string::npos;
-}
+const TrainingDomain& Predictor::training_domain() const { return impl_->domain; }
 const std::vector<TargetInfo>& Predictor::targets() const { return impl_->targets; }
 const std::string& Predictor::device_fingerprint() const { return impl_->device_fingerprint; }
 const std::string& Predictor::device_name() const { return impl_->device_name; }
@@ -1158,16 +1140,7 @@ Predictor Predictor::fit(const Dataset& data, const FitOptions& options, FitRepo
   impl->schema = data.schema;
   impl->feature_names = data.feature_names;
   impl->targets = data.targets;
-  if (data.rows() > 0) {
-    impl->domain.assign(data.cols(), {std::numeric_limits<float>::infinity(),
-                                      -std::numeric_limits<float>::infinity()});
-    for (std::size_t i = 0; i < data.rows(); ++i) {
-      for (std::size_t f = 0; f < data.cols(); ++f) {
-        impl->domain[f].min = std::min(impl->domain[f].min, data.row(i)[f]);
-        impl->domain[f].max = std::max(impl->domain[f].max, data.row(i)[f]);
-      }
-    }
-  }
+  impl->domain = TrainingDomain::of(data);
   impl->device_fingerprint = data.device_fingerprint;
   impl->device_name = data.device_name;
   impl->instances = data.instances;
@@ -1464,7 +1437,7 @@ json PredictorFactory::to_json(const Predictor& predictor) {
                                           {"max_factor", self.drift.max_factor}}
                                    : json(nullptr)},
       {"feature_schema", {{"name", self.schema}, {"features", self.feature_names}}},
-      {"training_domain", domain_json(self.domain)},
+      {"training_domain", self.domain.to_json()},
       {"evaluation",
        {{"split",
          {{"train", self.report.train_rows},
@@ -1630,13 +1603,7 @@ Predictor PredictorFactory::from_json(const json& file, const std::string& origi
                                              "model");
     }
     if (const auto domain = file.find("training_domain"); domain != file.end()) {
-      const auto low = domain->at("min").get<std::vector<float>>();
-      const auto high = domain->at("max").get<std::vector<float>>();
-      if (high.size() != low.size() || (!low.empty() && low.size() != impl->feature_names.size())) {
-        throw Error(ErrorCategory::kInput,
-                    origin + ": its training domain does not match its features");
-      }
-      for (std::size_t f = 0; f < low.size(); ++f) impl->domain.push_back({low[f], high[f]});
+      impl->domain = TrainingDomain::from_json(*domain, impl->feature_names, origin);
     }
     if (impl->schema != kArchitectureSchema && impl->schema != "table") {
       throw Error(ErrorCategory::kInput,

@@ -600,55 +600,44 @@ void add_transfer(Page& page, const CampaignData& data, const Characterization& 
 
 namespace {
 
-// A number from a screening CSV cell; an empty cell is nullopt.
-std::optional<double> csv_number(const CsvTable& table, std::size_t row, std::size_t column) {
-  const std::string& cell = table.rows[row][column];
-  if (cell.empty()) return std::nullopt;
-  double value = 0;
-  const auto [end, ec] = std::from_chars(cell.data(), cell.data() + cell.size(), value);
-  if (ec != std::errc() || end != cell.data() + cell.size() || !std::isfinite(value)) {
-    throw input_error_at(table.path, table.lines[row], static_cast<int>(column) + 1,
-                         "'" + cell + "' is not a number");
-  }
-  return value;
-}
+const char* const kFrontSet = "Pareto front (shortlist)";
 
-std::optional<std::size_t> optional_column(const CsvTable& table, const std::string& name) {
-  const auto found = std::find(table.header.begin(), table.header.end(), name);
-  if (found == table.header.end()) return std::nullopt;
-  return static_cast<std::size_t>(found - table.header.begin());
-}
-
-// One screening point: its key, knobs, set and predictions in display units.
-json screening_point(const CsvTable& table, std::size_t row, std::size_t key_column,
-                     const std::vector<Target>& targets, const std::string& set) {
-  const std::string& key = table.rows[row][key_column];
-  Config config;
-  try {
-    config = parse_key(key);
-  } catch (const Error& error) {
-    throw input_error_at(table.path, table.lines[row], static_cast<int>(key_column) + 1,
-                         error.what());
-  }
-  json point = {{"key", key}, {"set", set}};
-  point.update(knobs(config));
+// One screened candidate: its key, knobs, set, value and predictions in display units.
+json screening_point(const ScreenResult& result, std::size_t i, std::size_t rank,
+                     const std::vector<Target>& targets) {
+  const ScreenCandidate& c = result.pool[i];
+  json point = {{"key", c.key},
+                {"set", rank > 0                       ? kFrontSet
+                        : result.assessed[i].feasible ? "feasible"
+                                                      : "over budget"},
+                {"p_feasible", result.assessed[i].probability},
+                {"inside_domain", c.domain.inside}};
+  if (rank > 0) point["rank"] = rank;
+  point.update(knobs(parse_key(c.key)));
+  if (c.value) point["value"] = *c.value;
   for (Target target : targets) {
-    const std::string name =
-        std::string(to_string(target)) + "_" + std::string(canonical_unit(target));
-    for (const char* part : {"", "_low", "_high"}) {
-      const auto value = csv_number(table, row, table.column(name + part));
-      if (!value) {
-        throw input_error_at(table.path, table.lines[row],
-                             static_cast<int>(table.column(name + part)) + 1,
-                             "no " + name + part + " value");
-      }
-      point[display_field(target) + part] = round_to(display_value(target, *value));
+    for (std::size_t t = 0; t < result.targets.size(); ++t) {
+      if (result.targets[t].name != to_string(target)) continue;
+      const TargetPrediction& p = result.predictions[t][i];
+      if (!p.available) continue;
+      const std::string f = display_field(target);
+      point[f] = round_to(display_value(target, p.value));
+      point[f + "_low"] = round_to(display_value(target, p.low));
+      point[f + "_high"] =
+          std::isfinite(p.high) ? json(round_to(display_value(target, p.high))) : json(nullptr);
     }
   }
-  if (const auto p = optional_column(table, "p_feasible")) {
-    point["p_feasible"] = csv_number(table, row, *p).value_or(0);
-  }
   return point;
+}
+
+// The axis of a value objective: log for the analytic sizes, linear for the rest.
+json value_axis(const ValueObjective& value) {
+  const std::string title = value.name + (value.analytic() ? " per image" : "") + " (maximised)";
+  if (value.name == "params" || value.name == "macs" || value.name == "flops") {
+    return log_axis("value", title);
+  }
+  return {{"field", "value"}, {"type", "quantitative"}, {"title", title},
+          {"scale", {{"zero", false}}}};
 }
 
 }  // namespace
@@ -656,86 +645,62 @@ json screening_point(const CsvTable& table, std::size_t row, std::size_t key_col
 void add_screening(Page& page, const ReportInput& input) {
   if (!input.screening) {
     page.notes_screening.push_back(
-        "No screening result given: pass --shortlist FILE (written by carb screen -o), and "
-        "optionally --candidates FILE (carb screen --candidates) and --budget.");
+        "No screening result given: pass --screening FILE (written by carb screen --json).");
     return;
   }
   const ScreeningInput& screening = *input.screening;
-  const CsvTable& shortlist = screening.shortlist;
-  if (shortlist.rows.empty()) {
-    page.notes_screening.push_back(shortlist.path + " lists no configuration.");
+  const ScreenResult& result = screening.result;
+  if (result.ranked.empty()) {
+    page.notes_screening.push_back(screening.path + " has no configuration on its front.");
     return;
   }
-  const std::size_t key_column = shortlist.column("key");
-  const std::size_t rank_column = shortlist.column("rank");
+  // The costs it predicted, latency first (the x axis).
   std::vector<Target> targets;
   for (Target target : {Target::kLatency, Target::kEnergy, Target::kMemory}) {
-    if (optional_column(shortlist, std::string(to_string(target)) + "_" +
-                                       std::string(canonical_unit(target)))) {
-      targets.push_back(target);
+    for (std::size_t t = 0; t < result.targets.size(); ++t) {
+      if (result.targets[t].name == to_string(target) && !result.predictions[t].empty() &&
+          result.predictions[t].front().available) {
+        targets.push_back(target);
+      }
     }
   }
   if (targets.empty()) {
-    throw input_error_at(
-        shortlist.path, 1, 1,
-        "no memory_B, energy_J or latency_ms column: not a shortlist written by carb screen -o");
+    page.notes_screening.push_back(screening.path + " predicts no cost.");
+    return;
   }
+  const std::vector<std::size_t> ranks = result.front_ranks();
   json points = json::array(), validation = json::array();
-  std::set<std::string> shortlisted;
-  for (std::size_t r = 0; r < shortlist.rows.size(); ++r) {
-    json point = screening_point(shortlist, r, key_column, targets, "Pareto front (shortlist)");
-    const auto rank = csv_number(shortlist, r, rank_column);
-    if (!rank)
-      throw input_error_at(shortlist.path, shortlist.lines[r], static_cast<int>(rank_column) + 1,
-                           "no rank");
-    point["rank"] = static_cast<int>(*rank);
-    shortlisted.insert(point["key"].get<std::string>());
-    // Measured already (e.g. by carb validate --measure into one of the databases)?
-    for (const DeviceCampaign& device : input.data->devices) {
-      const auto found = std::lower_bound(
-          device.rows.begin(), device.rows.end(), point["key"].get<std::string>(),
-          [](const MeasuredConfiguration& row, const std::string& key) { return row.key < key; });
-      if (found == device.rows.end() || found->key != point["key"]) continue;
-      json measured = {{"key", found->key}, {"device", device.name}, {"rank", point["rank"]}};
-      bool complete = true;
-      for (Target target : targets) {
-        const auto& value = found->values[at(target)];
-        if (!value) {
-          complete = false;
-          break;
+  for (std::size_t i = 0; i < result.pool.size(); ++i) {
+    json point = screening_point(result, i, ranks[i], targets);
+    if (ranks[i] > 0) {
+      // Measured already (e.g. by carb validate --measure into one of the databases)?
+      for (const DeviceCampaign& device : input.data->devices) {
+        const auto found = std::lower_bound(
+            device.rows.begin(), device.rows.end(), result.pool[i].key,
+            [](const MeasuredConfiguration& row, const std::string& key) { return row.key < key; });
+        if (found == device.rows.end() || found->key != result.pool[i].key) continue;
+        json measured = {{"key", found->key}, {"device", device.name}, {"rank", ranks[i]}};
+        if (result.pool[i].value) measured["value"] = *result.pool[i].value;
+        bool complete = true;
+        for (Target target : targets) {
+          const auto& value = found->values[at(target)];
+          if (!value || !point.contains(display_field(target))) {
+            complete = false;
+            break;
+          }
+          measured[display_field(target)] = round_to(display_value(target, *value));
+          measured["predicted_" + display_field(target)] = point[display_field(target)];
         }
-        measured[display_field(target)] = round_to(display_value(target, *value));
-        measured["predicted_" + display_field(target)] = point[display_field(target)];
+        if (complete) validation.push_back(std::move(measured));
       }
-      if (complete) validation.push_back(std::move(measured));
     }
     points.push_back(std::move(point));
   }
-  if (screening.candidates) {
-    const CsvTable& candidates = *screening.candidates;
-    const std::size_t candidate_key = candidates.column("key");
-    const std::size_t feasible_column = candidates.column("feasible");
-    for (std::size_t r = 0; r < candidates.rows.size(); ++r) {
-      if (shortlisted.count(candidates.rows[r][candidate_key])) continue;
-      const std::string& feasible = candidates.rows[r][feasible_column];
-      if (feasible != "true" && feasible != "false") {
-        throw input_error_at(candidates.path, candidates.lines[r],
-                             static_cast<int>(feasible_column) + 1,
-                             "feasible must be true or false, not '" + feasible + "'");
-      }
-      points.push_back(screening_point(candidates, r, candidate_key, targets,
-                                       feasible == "true" ? "feasible" : "over budget"));
-    }
-  } else {
-    page.notes_screening.push_back(
-        "Only the Pareto front is shown: the feasible set needs --candidates (carb screen "
-        "--candidates FILE writes every configuration stage 2 scored).");
-  }
   json budgets = json::array();
-  for (const Budget& budget : screening.budgets) {
+  for (const Budget& budget : result.budgets) {
     if (std::find(targets.begin(), targets.end(), budget.target) == targets.end()) {
       page.notes_screening.push_back("The budget on " + std::string(to_string(budget.target)) +
-                                     " is not drawn: the shortlist has no " +
+                                     " is not drawn: the screening has no " +
                                      std::string(to_string(budget.target)) + " predictions.");
       continue;
     }
@@ -745,8 +710,12 @@ void add_screening(Page& page, const ReportInput& input) {
                        {"label", "budget " + std::string(budget.strict ? "< " : "≤ ") +
                                      format_number(limit) + " " + display_unit(budget.target)}});
   }
-  if (screening.budgets.empty()) {
-    page.notes_screening.push_back("No budget lines: pass the screen's --budget to the report.");
+  if (result.budgets.empty()) page.notes_screening.push_back("The screening had no budget.");
+  if (result.counts.excluded_outside_domain > 0) {
+    page.notes_screening.push_back(
+        std::to_string(result.counts.excluded_outside_domain) +
+        " candidates outside the model's training domain were left out (first: " +
+        result.first_outside + ").");
   }
   page.data["screening"] = std::move(points);
   page.data["screening_validation"] = std::move(validation);
@@ -756,7 +725,7 @@ void add_screening(Page& page, const ReportInput& input) {
   json set_domain = json::array(), set_range = json::array();
   const std::pair<const char*, const char*> sets[] = {{"over budget", "#c7c7c7"},
                                                       {"feasible", "#9ecae9"},
-                                                      {"Pareto front (shortlist)", "#e45756"},
+                                                      {kFrontSet, "#e45756"},
                                                       {"measured (validation)", "#111111"}};
   for (const auto& [set_name, colour] : sets) {
     const char* name = set_name;  // clang 14 cannot capture a structured binding
@@ -773,33 +742,47 @@ void add_screening(Page& page, const ReportInput& input) {
                       {"type", "nominal"},
                       {"title", nullptr},
                       {"scale", {{"domain", set_domain}, {"range", set_range}}}};
-  const Target x = targets.front();
-  std::vector<std::optional<Target>> ys;
-  for (std::size_t k = 1; k < targets.size(); ++k) ys.push_back(targets[k]);
-  if (ys.empty()) ys.push_back(std::nullopt);  // one target: against the probability
-  for (const std::optional<Target>& y : ys) {
+  json tooltip = json::array({field("key"), field("set"), field("rank", "quantitative")});
+  for (const char* knob :
+       {"block", "depth", "width", "early_downsample", "resolution", "batch", "precision"}) {
+    tooltip.push_back(field(knob));
+  }
+  if (result.value) tooltip.push_back(number_field("value", result.value->name));
+  tooltip.push_back(number_field("p_feasible", "P(meets every budget)"));
+  for (Target target : targets) {
+    const std::string f = display_field(target);
+    tooltip.push_back(number_field(f, "predicted " + display_label(target)));
+    tooltip.push_back(number_field(f + "_low", "interval low"));
+    tooltip.push_back(number_field(f + "_high", "interval high"));
+  }
+
+  // The charts: with a value, the value against each cost; else the first cost against each
+  // other (or against the probability when there is one cost).
+  struct Axes {
+    Target x;
+    std::optional<Target> y;  ///< a cost on y; none: the value, or the probability
+  };
+  std::vector<Axes> charts;
+  if (result.value) {
+    for (Target target : targets) charts.push_back({target, std::nullopt});
+  } else {
+    for (std::size_t k = 1; k < targets.size(); ++k) charts.push_back({targets.front(), targets[k]});
+    if (charts.empty()) charts.push_back({targets.front(), std::nullopt});
+  }
+  const std::string front = "datum.set == '" + std::string(kFrontSet) + "'";
+  for (const Axes& axes : charts) {
+    const Target x = axes.x;
+    const std::optional<Target>& y = axes.y;
     const std::string xf = display_field(x);
-    const std::string yf = y ? display_field(*y) : "p_feasible";
+    const std::string yf = y ? display_field(*y) : result.value ? "value" : "p_feasible";
     const json y_axis =
-        y ? log_axis(yf, "predicted " + display_label(*y))
-          : json{{"field", yf}, {"type", "quantitative"}, {"title", "P(meets every budget)"}};
-    const std::string front = "datum.set == 'Pareto front (shortlist)'";
-    json tooltip = json::array({field("key"), field("set"), field("rank", "quantitative")});
-    for (const char* knob :
-         {"block", "depth", "width", "early_downsample", "resolution", "batch", "precision"}) {
-      tooltip.push_back(field(knob));
-    }
-    tooltip.push_back(number_field("p_feasible", "P(meets every budget)"));
-    for (Target target : targets) {
-      const std::string f = display_field(target);
-      tooltip.push_back(number_field(f, "predicted " + display_label(target)));
-      tooltip.push_back(number_field(f + "_low", "interval low"));
-      tooltip.push_back(number_field(f + "_high", "interval high"));
-    }
+        y              ? log_axis(yf, "predicted " + display_label(*y))
+        : result.value ? value_axis(*result.value)
+                       : json{{"field", yf}, {"type", "quantitative"}, {"title", "P(meets every budget)"}};
     json layers = json::array();
     // The other candidates small, the front on top of them and larger.
     for (const bool on_front : {false, true}) {
-      if (!on_front && page.data["screening"].size() == shortlist.rows.size()) continue;
+      if (!on_front && page.data["screening"].size() == result.ranked.size()) continue;
       layers.push_back(
           {{"data", {{"name", "screening"}}},
            {"transform", json::array({{{"filter", on_front ? front : "!(" + front + ")"}}})},
@@ -814,7 +797,7 @@ void add_screening(Page& page, const ReportInput& input) {
              {"color", color},
              {"tooltip", tooltip}}}});
     }
-    // Intervals of the front's predictions.
+    // Intervals of the front's predictions (the value is exact).
     layers.push_back({{"data", {{"name", "screening"}}},
                       {"transform", json::array({{{"filter", front}}})},
                       {"mark", {{"type", "rule"}, {"color", "#e45756"}, {"opacity", 0.5}}},
@@ -862,18 +845,19 @@ void add_screening(Page& page, const ReportInput& input) {
     };
     // Only layers with data: an empty one makes Vega warn of an infinite extent.
     const auto budgeted = [&](Target target) {
-      return std::any_of(screening.budgets.begin(), screening.budgets.end(),
+      return std::any_of(result.budgets.begin(), result.budgets.end(),
                          [&](const Budget& b) { return b.target == target; });
     };
     if (budgeted(x)) budget_layers(x, "x");
     if (y && budgeted(*y)) budget_layers(*y, "y");
-    if (y && !page.data["screening_validation"].empty()) {
+    if ((y || result.value) && !page.data["screening_validation"].empty()) {
       // Validation: each measured shortlisted configuration, joined to its prediction.
+      const std::string predicted_y = y ? "predicted_" + yf : yf;
       layers.push_back({{"data", {{"name", "screening_validation"}}},
                         {"mark", {{"type", "rule"}, {"color", "#111"}, {"opacity", 0.4}}},
                         {"encoding",
                          {{"x", {{"field", "predicted_" + xf}, {"type", "quantitative"}}},
-                          {"y", {{"field", "predicted_" + yf}, {"type", "quantitative"}}},
+                          {"y", {{"field", predicted_y}, {"type", "quantitative"}}},
                           {"x2", {{"field", xf}}},
                           {"y2", {{"field", yf}}}}}});
       layers.push_back(
@@ -886,19 +870,29 @@ void add_screening(Page& page, const ReportInput& input) {
              {"color", color},
              {"tooltip", json::array({field("key"), field("device"), field("rank", "quantitative"),
                                       number_field(xf, "measured " + display_label(x)),
-                                      number_field(yf, "measured " + display_label(*y))})}}}});
+                                      number_field(yf, y ? "measured " + display_label(*y)
+                                                         : result.value->name)})}}}});
     }
-    json spec = unit_spec("Screening: " + std::string(to_string(x)) + " vs " +
-                          (y ? std::string(to_string(*y)) : std::string("probability")));
+    const std::string y_name = y              ? std::string(to_string(*y))
+                               : result.value ? result.value->name
+                                              : std::string("probability");
+    json spec = unit_spec("Screening: " + (result.value ? y_name + " vs " + std::string(to_string(x))
+                                                        : std::string(to_string(x)) + " vs " + y_name));
     spec["width"] = 520;
     spec["height"] = 360;
     spec["layer"] = std::move(layers);
     page.screening.push_back(
-        {chart_id("screening-" + std::string(to_string(x)) + "-" +
-                  (y ? std::string(to_string(*y)) : std::string("p"))),
-         "Predicted costs of the screened candidates; red: the Pareto front within budget "
-         "(carb screen -o), numbered by rank, with prediction intervals; green: budgets; "
-         "black crosses: measured shortlisted configurations, joined to their predictions.",
+        {chart_id("screening-" + std::string(to_string(x)) + "-" + y_name),
+         result.value
+             ? "The value maximised (" + result.value->describe() + ") against predicted " +
+                   std::string(to_string(x)) +
+                   " of the screened candidates; red: the value-cost Pareto front within budget, "
+                   "numbered by rank, with prediction intervals; green: budgets; black crosses: "
+                   "measured shortlisted configurations, joined to their predictions."
+             : std::string("Predicted costs of the screened candidates; red: the Pareto front "
+                           "within budget, numbered by rank, with prediction intervals; green: "
+                           "budgets; black crosses: measured shortlisted configurations, joined "
+                           "to their predictions."),
          spec,
          {"screening", "budgets", "screening_validation"}});
   }

@@ -341,20 +341,25 @@ std::string screening_html(const ReportInput& input, const Page& page) {
     over += set == "over budget" ? 1 : 0;
   }
   measured = page.data.at("screening_validation").size();
+  const ScreenResult& result = input.screening->result;
   std::string budgets;
-  for (const Budget& b : input.screening->budgets) {
+  for (const Budget& b : result.budgets) {
     budgets += (budgets.empty() ? "" : ", ") + std::string(to_string(b.target)) +
                (b.strict ? " < " : " ≤ ") + format_number(display_value(b.target, b.limit)) + " " +
                display_unit(b.target);
   }
-  std::string out = "<p>Shortlist <code>" + escape_html(input.screening->shortlist.path) +
-                    "</code>: " + std::to_string(front) +
-                    (front == 1 ? " configuration" : " configurations") + " on the Pareto front";
-  if (input.screening->candidates) {
-    out += "; of the other candidates stage 2 scored (<code>" +
-           escape_html(input.screening->candidates->path) + "</code>), " +
-           std::to_string(feasible) + " feasible and " + std::to_string(over) + " over budget";
+  std::string objectives = result.value ? result.value->describe() + " maximised; " : "";
+  for (std::size_t k = 0; k < result.costs.size(); ++k) {
+    objectives += (k == 0 ? "" : ", ") + std::string(to_string(result.costs[k]));
   }
+  objectives += " minimised";
+  std::string out = "<p>Screening <code>" + escape_html(input.screening->path) + "</code> of " +
+                    std::to_string(result.counts.configurations) + " configurations (" +
+                    escape_html(objectives) + "): " + std::to_string(front) +
+                    (front == 1 ? " configuration" : " configurations") +
+                    " on the Pareto front; of the other candidates stage 2 scored, " +
+                    std::to_string(feasible) + " feasible and " + std::to_string(over) +
+                    " over budget";
   out += ". Budgets: " + (budgets.empty() ? std::string("none given") : escape_html(budgets)) +
          ". " + std::to_string(measured) +
          (measured == 1 ? " shortlisted configuration has" : " shortlisted configurations have") +

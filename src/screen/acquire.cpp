@@ -30,7 +30,7 @@ bool dominated(const ObjectiveValues& point, std::span<const ObjectiveValues> fr
 std::vector<double> acquisition_scores(std::span<const AcquisitionCandidate> candidates,
                                        std::span<const ObjectiveValues> front_values,
                                        std::size_t objectives, bool budgets) {
-  CARB_CHECK(objectives >= 1 && objectives <= kMaxObjectives, "1 to 3 objectives");
+  CARB_CHECK(objectives >= 1 && objectives <= kMaxObjectives, "1 to 4 objectives");
   std::vector<double> width(candidates.size(), 0.0);
   double widest = 0;
   for (std::size_t i = 0; i < candidates.size(); ++i) {

@@ -1,4 +1,4 @@
-// The Pareto front of 1-3 minimised objectives, batch and streaming, and the ranking of a front.
+// The Pareto front of 1-4 minimised objectives, batch and streaming, and the ranking of a front.
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -34,7 +34,7 @@ class Staircase {
 };
 
 void check_points(std::span<const ObjectiveValues> points, std::size_t objectives) {
-  CARB_CHECK(objectives >= 1 && objectives <= kMaxObjectives, "1 to 3 objectives");
+  CARB_CHECK(objectives >= 1 && objectives <= kMaxObjectives, "1 to 4 objectives");
   for (const ObjectiveValues& point : points) {
     for (std::size_t k = 0; k < objectives; ++k) {
       CARB_CHECK(!std::isnan(point[k]), "objective values that are numbers");
@@ -97,7 +97,7 @@ std::vector<std::size_t> pareto_front(std::span<const ObjectiveValues> points,
     for (std::size_t position : minima_2d(order, 0, order.size(), points, 0)) {
       front.push_back(order[position]);
     }
-  } else {
+  } else if (objectives == 3) {
     // Sweep x upwards. A point is on the front when no point of its own x dominates it in (y, z)
     // and no point of smaller x has y' <= y and z' <= z; the staircase answers the latter.
     Staircase smaller_x;
@@ -112,6 +112,21 @@ std::vector<std::size_t> pareto_front(std::span<const ObjectiveValues> points,
         smaller_x.insert(points[order[position]][1], points[order[position]][2]);
       }
     });
+  } else {
+    // Four: a point's dominators all come before it in lexicographic order, so each point is
+    // checked against the front found so far (O(n x front)).
+    for (std::size_t candidate : order) {
+      const ObjectiveValues& point = points[candidate];
+      const bool dominated = std::any_of(front.begin(), front.end(), [&](std::size_t f) {
+        bool no_worse = true, better = false;
+        for (std::size_t k = 0; k < objectives; ++k) {
+          no_worse = no_worse && points[f][k] <= point[k];
+          better = better || points[f][k] < point[k];
+        }
+        return no_worse && better;
+      });
+      if (!dominated) front.push_back(candidate);
+    }
   }
   std::sort(front.begin(), front.end());
   return front;
@@ -119,7 +134,7 @@ std::vector<std::size_t> pareto_front(std::span<const ObjectiveValues> points,
 
 ParetoArchive::ParetoArchive(std::size_t objectives, std::size_t min_buffer)
     : objectives_(objectives), min_buffer_(std::max<std::size_t>(min_buffer, 1)) {
-  CARB_CHECK(objectives >= 1 && objectives <= kMaxObjectives, "1 to 3 objectives");
+  CARB_CHECK(objectives >= 1 && objectives <= kMaxObjectives, "1 to 4 objectives");
 }
 
 void ParetoArchive::add(std::uint64_t id, const ObjectiveValues& values) {
@@ -158,13 +173,15 @@ std::string_view to_string(RankMethod method) {
       return "ideal";
     case RankMethod::kKnee:
       return "knee";
+    case RankMethod::kValue:
+      return "value";
   }
   CARB_CHECK(false, "unknown rank method");
   return {};
 }
 
 std::optional<RankMethod> parse_rank_method(std::string_view text) {
-  for (RankMethod method : {RankMethod::kIdeal, RankMethod::kKnee}) {
+  for (RankMethod method : {RankMethod::kIdeal, RankMethod::kKnee, RankMethod::kValue}) {
     if (text == to_string(method)) return method;
   }
   return std::nullopt;
@@ -191,14 +208,19 @@ std::vector<RankedPoint> rank_front(std::span<const ObjectiveValues> front, std:
     }
   }
 
-  if (method == RankMethod::kIdeal) {
+  if (method == RankMethod::kIdeal || method == RankMethod::kValue) {
+    std::vector<double> ideal(n);
     for (std::size_t i = 0; i < n; ++i) {
       double squares = 0;
       for (std::size_t k = 0; k < objectives; ++k) squares += scaled[i][k] * scaled[i][k];
-      ranked[i] = {i, std::sqrt(squares)};
+      ideal[i] = std::sqrt(squares);
+      ranked[i] = {i, method == RankMethod::kIdeal ? ideal[i] : front[i][objectives - 1]};
     }
-    std::sort(ranked.begin(), ranked.end(), [](const RankedPoint& a, const RankedPoint& b) {
-      return a.score != b.score ? a.score < b.score : a.index < b.index;
+    // Smallest score first; ties by the distance to the ideal, then index.
+    std::sort(ranked.begin(), ranked.end(), [&](const RankedPoint& a, const RankedPoint& b) {
+      if (a.score != b.score) return a.score < b.score;
+      if (ideal[a.index] != ideal[b.index]) return ideal[a.index] < ideal[b.index];
+      return a.index < b.index;
     });
     return ranked;
   }

@@ -21,7 +21,7 @@ std::size_t keep_count(double fraction, std::size_t candidates) {
 
 PruneResult prune_stage1(std::span<const IntervalEstimate> candidates, std::size_t objectives,
                          std::size_t keep) {
-  CARB_CHECK(objectives >= 1 && objectives <= kMaxObjectives, "1 to 3 objectives");
+  CARB_CHECK(objectives >= 1 && objectives <= kMaxObjectives, "1 to 4 objectives");
   if (keep == 0) throw Error(ErrorCategory::kUsage, "keep at least one candidate");
   const std::size_t n = candidates.size();
   for (const IntervalEstimate& candidate : candidates) {

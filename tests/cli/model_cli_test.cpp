@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <filesystem>
@@ -249,13 +250,30 @@ TEST_F(ModelCli, ScreensToAParetoShortlistAndValidatesItOnMeasurements) {
   EXPECT_EQ(counts.at("stage1_over_budget").get<int>() + counts.at("stage1_outranked").get<int>() +
                 counts.at("stage2_scored").get<int>(),
             1600);
-  ASSERT_GE(result.at("shortlist").size(), 1U);
-  for (const auto& entry : result.at("shortlist")) {
-    EXPECT_LE(entry.at("latency").at("value").get<double>(), 5.0);
-    EXPECT_LE(entry.at("memory").at("value").get<double>(), 64.0 * 1024 * 1024);
-    EXPECT_GT(entry.at("p_feasible").get<double>(), 0.0);
-    EXPECT_TRUE(entry.at("features").contains("log_flops"));
+  // The front over macs (the default value) and the costs: several configurations, each within
+  // budget, ranked by value, the most capable first.
+  std::vector<nlohmann::json> front;
+  for (const auto& entry : result.at("candidates")) {
+    if (!entry.at("front_rank").is_null()) front.push_back(entry);
   }
+  std::sort(front.begin(), front.end(), [](const auto& a, const auto& b) {
+    return a.at("front_rank").template get<int>() < b.at("front_rank").template get<int>();
+  });
+  ASSERT_GE(front.size(), 3U);
+  EXPECT_EQ(front.size(), counts.at("front").get<std::size_t>());
+  for (std::size_t r = 0; r < front.size(); ++r) {
+    const auto& entry = front[r];
+    EXPECT_EQ(entry.at("front_rank").get<std::size_t>(), r + 1);
+    EXPECT_LE(entry.at("predictions").at("latency").at("value").get<double>(), 5.0);
+    EXPECT_LE(entry.at("predictions").at("memory").at("value").get<double>(), 64.0 * 1024 * 1024);
+    EXPECT_GT(entry.at("p_feasible").get<double>(), 0.0);
+    EXPECT_TRUE(entry.at("inside_domain").get<bool>());
+    EXPECT_TRUE(entry.at("features").contains("log_flops"));
+    if (r > 0) {
+      EXPECT_LE(entry.at("value").get<double>(), front[r - 1].at("value").get<double>());
+    }
+  }
+  EXPECT_EQ(result.at("value").at("name"), "macs");
 
   CommandResult validate = run("validate --shortlist " + shortlist + " --db " + db + " --budget " +
                                budget + " --model " + model + " --keys " + keys);
@@ -291,11 +309,15 @@ TEST_F(ModelCli, ScreensTheMillionPointSpaceInChunks) {
   ASSERT_EQ(screen.exit_code, 0) << screen.out;
   EXPECT_NE(screen.out.find("screened 1399680 configurations"), std::string::npos) << screen.out;
   // A CPU model of cpu-demo.yaml knows nothing of 224 px or fp16: screening says so.
-  EXPECT_NE(screen.out.find(" of 1399680 candidates lie outside the data " + model +
-                            " was fitted on (first: "),
+  EXPECT_NE(screen.out.find(" candidates (those not confidently over budget) lie outside the data " +
+                            model + " was fitted on (first: "),
             std::string::npos)
       << screen.out;
-  EXPECT_NE(screen.out.find("their predictions extrapolate"), std::string::npos);
+  // By default they are kept with wider intervals and judged by their upper ends.
+  EXPECT_NE(screen.out.find("kept with intervals widened by their distance, feasible only when "
+                            "the upper ends meet the budgets"),
+            std::string::npos)
+      << screen.out;
 }
 
 TEST(ModelCliInput, BadTablesAreOneLineAndWriteNothing) {
@@ -351,7 +373,7 @@ TEST_F(ModelCli, RefinesByReplayingAFinishedCampaign) {
   ASSERT_EQ(start_fit.exit_code, 0) << start_fit.out;
 
   const std::string refine = "screen --model " + start_model + " --keys " + keys +
-                             " --budget 'latency<=2ms,memory<=32MiB' --refine 30 --rounds 2 --db " +
+                             " --budget 'latency<=2ms,memory<=32MiB' --outside-domain allow --refine 30 --rounds 2 --db " +
                              start + " --replay " + db + " --threads 1 --json " + json;
   CommandResult screen = run(refine);
   ASSERT_EQ(screen.exit_code, 0) << screen.out;
@@ -372,10 +394,10 @@ TEST_F(ModelCli, RefinesByReplayingAFinishedCampaign) {
   EXPECT_FALSE(rounds[1].at("new_errors").contains("energy"));
   EXPECT_GE(result.at("refine").at("true_front").get<int>(), 1);
   // Measured configurations on the shortlist carry their measurements, as points.
-  for (const auto& entry : result.at("shortlist")) {
+  for (const auto& entry : result.at("candidates")) {
     if (!entry.at("measured").get<bool>()) continue;
-    EXPECT_EQ(entry.at("latency").at("low").get<double>(),
-              entry.at("latency").at("high").get<double>());
+    EXPECT_EQ(entry.at("predictions").at("latency").at("low").get<double>(),
+              entry.at("predictions").at("latency").at("high").get<double>());
   }
   // The refitted model loads and predicts; replay wrote nothing into --db.
   EXPECT_EQ(run("predict --model " + refined + " basic10_w0.25_ds_r32_b1_fp32").exit_code, 0);

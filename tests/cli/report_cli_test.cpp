@@ -103,8 +103,8 @@ class ReportCli : public testing::Test {
   static const CommandResult& reported() {
     static const CommandResult report = [] {
       EXPECT_EQ(screened().exit_code, 0) << screened().out;
-      return run("report --db " + db + " --model " + model + " --shortlist " + shortlist +
-                 " --candidates " + candidates + " --budget " + kBudget + " --no-fit -o " + html);
+      return run("report --db " + db + " --model " + model + " --screening " + dir +
+                 "screen.json --no-fit -o " + html);
     }();
     return report;
   }
@@ -216,20 +216,31 @@ TEST_F(ReportCli, BadInputIsOneLineAndExitTwo) {
                "characterize prints sections: --format table or json");
   expect_error("characterize --db " + db + " --no-fit --device nothing",
                "--device 'nothing' names no device; give a fingerprint or a name: ");
-  expect_error("report --db " + db + " --no-fit --budget 'latency<=1ms' -o " + dir + "x.html",
-               "--candidates and --budget go with --shortlist");
+  expect_error("report --db " + db + " --no-fit --screening " + dir + "none.json -o " + dir +
+                   "x.html",
+               "none.json: cannot open");
   ASSERT_EQ(screened().exit_code, 0) << screened().out;
-  const std::string bad = dir + "bad-shortlist.csv";
-  {
-    std::string text = read(shortlist);
-    const std::size_t second_line = text.find('\n') + 1;
-    const std::size_t comma = text.find(',', second_line);
-    text.replace(second_line, comma - second_line, "first");  // rank "first"
-    std::ofstream(bad) << text;
-  }
   const std::string out = dir + "bad.html";
-  expect_error("report --db " + db + " --no-fit --shortlist " + bad + " -o " + out,
-               "bad-shortlist.csv:2:1: 'first' is not a number");
+  // A shortlist CSV is not the result file; a result with a front rank that skips is corrupt.
+  expect_error("report --db " + db + " --no-fit --screening " + shortlist + " -o " + out,
+               "shortlist.csv: not JSON: ");
+  const std::string bad = dir + "bad-screen.json";
+  {
+    auto result = nlohmann::json::parse(read(dir + "screen.json"));
+    for (auto& candidate : result.at("candidates")) {
+      if (candidate.at("front_rank") == 1) candidate["front_rank"] = 0;
+    }
+    std::ofstream(bad) << result.dump();
+  }
+  expect_error("report --db " + db + " --no-fit --screening " + bad + " -o " + out,
+               "bad-screen.json: its front ranks are not 1, 2, 3, ...");
+  {
+    auto result = nlohmann::json::parse(read(dir + "screen.json"));
+    result["format"] = "carb-model";
+    std::ofstream(bad) << result.dump();
+  }
+  expect_error("report --db " + db + " --no-fit --screening " + bad + " -o " + out,
+               "bad-screen.json: not a screening result (carb screen --json writes one)");
   EXPECT_FALSE(std::filesystem::exists(out));
 }
 
@@ -238,8 +249,8 @@ TEST_F(ReportCli, ScreenWritesEveryStageTwoCandidate) {
   const auto counts = nlohmann::json::parse(read(dir + "screen.json")).at("counts");
   const std::string text = read(candidates);
   EXPECT_EQ(text.substr(0, text.find('\n')),
-            "key,feasible,p_feasible,front_rank,memory_B,memory_B_low,memory_B_high,latency_ms,"
-            "latency_ms_low,latency_ms_high");
+            "key,feasible,front_rank,value_macs,p_feasible,memory_B,memory_B_low,memory_B_high,"
+            "latency_ms,latency_ms_low,latency_ms_high,inside_domain");
   EXPECT_EQ(lines(text) - 1, counts.at("stage2_scored").get<int>());
   const std::regex feasible("\n[^,]+,true,");
   const auto found = std::distance(std::sregex_iterator(text.begin(), text.end(), feasible),
@@ -251,19 +262,19 @@ TEST_F(ReportCli, ScreenWritesEveryStageTwoCandidate) {
 TEST_F(ReportCli, ReportRendersEveryChartInHeadlessChromium) {
   const CommandResult& report = reported();
   ASSERT_EQ(report.exit_code, 0) << report.out;
-  EXPECT_NE(report.out.find("wrote " + html + " (12 charts, "), std::string::npos) << report.out;
+  EXPECT_NE(report.out.find("wrote " + html + " (13 charts, "), std::string::npos) << report.out;
   const std::string page = read(html);
   // Self-contained: no script or style is fetched.
   EXPECT_EQ(page.find("<script src"), std::string::npos);
   EXPECT_EQ(page.find("<link"), std::string::npos);
-  EXPECT_NE(page.find("data-carb-charts=\"12\""), std::string::npos);
+  EXPECT_NE(page.find("data-carb-charts=\"13\""), std::string::npos);
   EXPECT_NE(page.find("test: marked failed"), std::string::npos) << "the failures table";
   // Every point chart's tooltip starts with the configuration key.
   const std::size_t begin = page.find("<script type=\"application/json\" id=\"carb-charts\">");
   ASSERT_NE(begin, std::string::npos);
   const std::size_t start = page.find('>', begin) + 1;
   auto charts = nlohmann::json::parse(page.substr(start, page.find("</script>", start) - start));
-  ASSERT_EQ(charts.size(), 12U);
+  ASSERT_EQ(charts.size(), 13U);
   for (const auto& chart : charts) {
     const std::string id = chart.at("id");
     if (id.rfind("chart-scaling", 0) != 0 && id.rfind("chart-predicted", 0) != 0 &&
@@ -293,7 +304,7 @@ TEST_F(ReportCli, ReportRendersEveryChartInHeadlessChromium) {
   const std::string rendered = read(dom);
   EXPECT_NE(rendered.find("data-carb-status=\"done\""), std::string::npos)
       << "the page never finished embedding its charts";
-  EXPECT_NE(rendered.find("data-carb-rendered=\"12\""), std::string::npos);
+  EXPECT_NE(rendered.find("data-carb-rendered=\"13\""), std::string::npos);
   EXPECT_NE(rendered.find("data-carb-errors=\"0\""), std::string::npos) << [&] {
     const std::size_t from = rendered.find("id=\"carb-errors\"");
     return rendered.substr(from, rendered.find("</pre>", from) - from);
@@ -302,7 +313,7 @@ TEST_F(ReportCli, ReportRendersEveryChartInHeadlessChromium) {
       R"(<div class="chart[^"]*" id="chart-[^"]+"[^>]* data-rendered="true")");
   EXPECT_EQ(std::distance(std::sregex_iterator(rendered.begin(), rendered.end(), drawn_chart),
                           std::sregex_iterator()),
-            12);
+            13);
   // Nothing logged to the console at all (Chromium copies console messages to stderr).
   const std::string log = read(console);
   EXPECT_EQ(log.find(":CONSOLE"), std::string::npos) << log;

@@ -220,36 +220,78 @@ TEST_F(Fitted, TheModelFileRoundTripsExactly) {
 }
 
 TEST_F(Fitted, RecordsItsTrainingDomainAndSaysWhatLiesOutside) {
-  const auto& domain = predictor->training_domain();
-  ASSERT_EQ(domain.size(), data->cols());
+  const TrainingDomain& domain = predictor->training_domain();
+  const auto& ranges = domain.ranges();
+  ASSERT_EQ(ranges.size(), data->cols());
   for (std::size_t f = 0; f < data->cols(); ++f) {
     float low = data->row(0)[f], high = low;
     for (std::size_t i = 0; i < data->rows(); ++i) {
       low = std::min(low, data->row(i)[f]);
       high = std::max(high, data->row(i)[f]);
     }
-    EXPECT_EQ(domain[f].min, low) << f;
-    EXPECT_EQ(domain[f].max, high) << f;
+    EXPECT_EQ(ranges[f].min, low) << f;
+    EXPECT_EQ(ranges[f].max, high) << f;
   }
-  // Every training row lies inside; one past either end of a feature does not.
+  // The joint space keeps every training row; at most 1% of them (the threshold is their 99th
+  // percentile nearest-neighbour distance) lie farther than it from the nearest other row, and
+  // a training row itself is at distance 0 from itself.
+  ASSERT_TRUE(domain.joint());
+  ASSERT_EQ(domain.rows(), data->rows());
+  EXPECT_GT(domain.threshold(), 0);
   for (std::size_t i = 0; i < data->rows(); ++i) {
-    ASSERT_EQ(predictor->outside_domain(data->row(i)), std::string::npos) << i;
+    const DomainJudgement judgement = domain.judge(data->row(i));
+    ASSERT_TRUE(judgement.inside) << i;
+    EXPECT_EQ(judgement.distance_ratio, 0) << i;
+    EXPECT_EQ(domain.id(judgement.nearest), data->ids[i]) << i;
   }
+  // One past either end of a feature lies outside, and says which feature and by how much.
   std::vector<float> row(data->row(0), data->row(0) + data->cols());
-  row[1] = domain[1].max * 2 + 1;
-  EXPECT_EQ(predictor->outside_domain(row.data()), 1U);
-  row[0] = domain[0].min - 1;
-  EXPECT_EQ(predictor->outside_domain(row.data()), 0U);
+  row[1] = ranges[1].max + (ranges[1].max - ranges[1].min);
+  DomainJudgement judgement = domain.judge(row.data());
+  EXPECT_FALSE(judgement.inside);
+  EXPECT_EQ(judgement.outside_feature, 1U);
+  EXPECT_NEAR(judgement.box_excess, 1.0, 1e-6);
+  EXPECT_NEAR(judgement.widening(), std::max(2.0, judgement.distance_ratio), 1e-6);
+  EXPECT_NE(domain_text(domain, judgement, row.data(), data->feature_names)
+                .find("whose " + data->feature_names[1] + " is "),
+            std::string::npos);
+  row[0] = ranges[0].min - 1;
+  EXPECT_EQ(domain.judge(row.data()).outside_feature, 0U);
+  // Inside every range but a combination far from every training row: outside jointly. Every
+  // joint feature at the midpoint of two training rows that differ most is such a case only when
+  // far; here, a row whose joint features are all at their extremes at once.
+  std::vector<float> corner(data->row(0), data->row(0) + data->cols());
+  for (std::size_t f = 0; f < data->cols(); ++f) {
+    const bool joint_feature = std::find(domain.features().begin(), domain.features().end(),
+                                         data->feature_names[f]) != domain.features().end();
+    if (joint_feature) corner[f] = f % 2 == 0 ? ranges[f].min : ranges[f].max;
+  }
+  const DomainJudgement far = domain.judge(corner.data());
+  EXPECT_EQ(far.outside_feature, kNoFeature);
+  EXPECT_GT(far.distance_ratio, 1);
+  EXPECT_FALSE(far.inside);
+  EXPECT_NE(domain_text(domain, far, corner.data(), data->feature_names)
+                .find("farther from the nearest fitted configuration ("),
+            std::string::npos);
   // It survives the model file; a file without it (older carb) has no domain and no warning.
   const Predictor loaded = Predictor::from_json_text(predictor->to_json_text(), "m.json");
-  ASSERT_EQ(loaded.training_domain().size(), domain.size());
-  EXPECT_EQ(loaded.training_domain()[1].max, domain[1].max);
+  ASSERT_EQ(loaded.training_domain().ranges().size(), ranges.size());
+  EXPECT_EQ(loaded.training_domain().ranges()[1].max, ranges[1].max);
+  EXPECT_EQ(loaded.training_domain().threshold(), domain.threshold());
+  EXPECT_EQ(loaded.training_domain().judge(corner.data()).distance_ratio, far.distance_ratio);
   auto file = nlohmann::json::parse(predictor->to_json_text());
+  file["training_domain"].erase("joint");
+  const Predictor boxed = Predictor::from_json_text(file.dump(), "boxed.json");
+  EXPECT_FALSE(boxed.training_domain().joint());
+  EXPECT_TRUE(boxed.training_domain().judge(corner.data()).inside);
   file.erase("training_domain");
   const Predictor older = Predictor::from_json_text(file.dump(), "old.json");
   EXPECT_TRUE(older.training_domain().empty());
-  EXPECT_EQ(older.outside_domain(row.data()), std::string::npos);
+  EXPECT_TRUE(older.training_domain().judge(row.data()).inside);
   file["training_domain"] = {{"min", {1.0}}, {"max", {2.0}}};
+  EXPECT_THROW(Predictor::from_json_text(file.dump(), "bad.json"), Error);
+  file = nlohmann::json::parse(predictor->to_json_text());
+  file["training_domain"]["joint"]["points"].erase(0);
   EXPECT_THROW(Predictor::from_json_text(file.dump(), "bad.json"), Error);
 }
 

@@ -61,7 +61,7 @@ TEST(Pareto, InfinitiesCompareAsNumbers) {
 
 TEST(Pareto, MatchesTheBruteForceOnRandomSetsWithTies) {
   std::mt19937_64 rng(7);
-  for (std::size_t objectives : {1u, 2u, 3u}) {
+  for (std::size_t objectives : {1u, 2u, 3u, 4u}) {
     for (int range : {3, 8, 1000}) {
       for (std::size_t n : {2u, 5u, 40u, 300u}) {
         for (int repeat = 0; repeat < 5; ++repeat) {
@@ -97,7 +97,7 @@ TEST(Pareto, FrontDoesNotDependOnInputOrder) {
   std::shuffle(permutation.begin(), permutation.end(), rng);
   std::vector<ObjectiveValues> shuffled(points.size());
   for (std::size_t i = 0; i < points.size(); ++i) shuffled[i] = points[permutation[i]];
-  for (std::size_t objectives : {2u, 3u}) {
+  for (std::size_t objectives : {2u, 3u, 4u}) {
     std::vector<std::size_t> mapped;
     for (std::size_t index : pareto_front(shuffled, objectives))
       mapped.push_back(permutation[index]);
@@ -108,7 +108,7 @@ TEST(Pareto, FrontDoesNotDependOnInputOrder) {
 
 TEST(ParetoArchive, EqualsTheBatchFrontWhateverTheChunking) {
   std::mt19937_64 rng(5);
-  for (std::size_t objectives : {2u, 3u}) {
+  for (std::size_t objectives : {2u, 3u, 4u}) {
     for (int range : {6, 1000}) {
       const std::vector<ObjectiveValues> points = random_points(rng, 3000, range);
       const std::vector<std::size_t> expected = pareto_front(points, objectives);

@@ -88,7 +88,21 @@ TEST(Rank, DegenerateFronts) {
   }
 }
 
+TEST(Rank, ValueOrdersByTheLastObjectiveThenTheIdeal) {
+  // Costs, then -value: the most capable first; between equal values the nearer the ideal.
+  const std::vector<ObjectiveValues> front = {
+      {1, 1, -10, 0}, {3, 3, -30, 0}, {2, 4, -30, 0}, {5, 5, -50, 0}, {2, 2, -20, 0}};
+  const std::vector<RankedPoint> ranked = rank_front(front, 3, RankMethod::kValue);
+  EXPECT_EQ(order_of(ranked), (std::vector<std::size_t>{3, 1, 2, 4, 0}));
+  EXPECT_EQ(ranked[0].score, -50);
+  // Four objectives: three costs and a value.
+  const std::vector<ObjectiveValues> four = {{1, 1, 1, -1}, {2, 2, 2, -4}, {1, 2, 3, -4}};
+  EXPECT_EQ(order_of(rank_front(four, 4, RankMethod::kValue)), (std::vector<std::size_t>{2, 1, 0}));
+  EXPECT_EQ(order_of(rank_front(four, 4, RankMethod::kIdeal)).front(), 0U);
+}
+
 TEST(Rank, MethodNamesRoundTrip) {
+  EXPECT_EQ(parse_rank_method("value"), RankMethod::kValue);
   EXPECT_EQ(parse_rank_method("ideal"), RankMethod::kIdeal);
   EXPECT_EQ(parse_rank_method("knee"), RankMethod::kKnee);
   EXPECT_EQ(parse_rank_method(to_string(RankMethod::kKnee)), RankMethod::kKnee);

@@ -1,0 +1,335 @@
+// The two-stage screening engine (carb/screening.hpp), called directly. The model is fitted on
+// configurations of cpu-demo.yaml whose costs are known functions of their analytic features
+// (test data, not measurements), so the true front is known exactly.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "carb/error.hpp"
+#include "carb/graph.hpp"
+#include "carb/model.hpp"
+#include "carb/screening.hpp"
+
+namespace carb {
+namespace {
+
+// Known costs of a configuration: memory (bytes) and latency (ms).
+std::pair<double, double> known_costs(const Config& config) {
+  const Features f = compute_features(build_network(config));
+  const double memory = static_cast<double>(f.param_bytes + f.peak_activation_bytes) + 1e6;
+  const double latency = static_cast<double>(f.flops) / 2e7 + 0.002 * f.kernel_launches;
+  return {memory, latency};
+}
+
+Dataset known_dataset(const std::vector<Config>& configs) {
+  Dataset data;
+  data.schema = std::string(kArchitectureSchema);
+  data.feature_names = architecture_feature_names();
+  data.targets = {{"memory", "B", "engine_peak_bytes"},
+                  {"energy", "J", "energy_j"},
+                  {"latency", "ms", "wall_median_ms"}};
+  data.missing_reason = {"", "test: no energy", ""};
+  data.y.assign(3, {});
+  const FeatureRows rows = feature_rows(configs);
+  data.x = rows.x;
+  data.batch = rows.batch;
+  data.device_fingerprint = "test-device";
+  data.device_name = "Test device";
+  for (const Config& config : configs) {
+    const auto [memory, latency] = known_costs(config);
+    data.ids.push_back(to_key(config));
+    data.y[0].push_back(memory);
+    data.y[1].push_back(std::nan(""));
+    data.y[2].push_back(latency);
+    data.stratum.push_back(0);
+  }
+  return data;
+}
+
+// A model of 500 configurations of cpu-demo.yaml, and the space.
+class Screening : public testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    space = new Space(Space::from_file(std::string(CARB_SOURCE_DIR) +
+                                       "/examples/spaces/cpu-demo.yaml"));
+    SpaceFeatures features(*space);
+    std::vector<Config> configs;
+    for (std::uint64_t index :
+         sample_random(*space, 500, 3, [&](std::uint64_t i) {
+           return features.violated_constraint(i).empty();
+         })) {
+      configs.push_back(space->at(index));
+    }
+    FitOptions options;
+    options.threads = 1;
+    options.forest_trees = 16;
+    options.baselines = false;
+    model = new Predictor(Predictor::fit(known_dataset(configs), options, nullptr));
+  }
+  static void TearDownTestSuite() {
+    delete model;
+    delete space;
+  }
+  static ScreenRequest request(const std::string& budget) {
+    ScreenRequest r;
+    r.budgets = parse_budgets(budget);
+    r.value = analytic_value("macs");
+    check_request(*model, nullptr, r);
+    return r;
+  }
+  static Space* space;
+  static Predictor* model;
+};
+Space* Screening::space = nullptr;
+Predictor* Screening::model = nullptr;
+
+bool dominates(const ObjectiveValues& a, const ObjectiveValues& b, std::size_t objectives) {
+  bool no_worse = true, better = false;
+  for (std::size_t k = 0; k < objectives; ++k) {
+    no_worse = no_worse && a[k] <= b[k];
+    better = better || a[k] < b[k];
+  }
+  return no_worse && better;
+}
+
+TEST_F(Screening, CheckRequestFillsTheCostsTheModelPredicts) {
+  ScreenRequest r = request("latency<=20ms");
+  EXPECT_EQ(r.costs, (std::vector<Target>{Target::kMemory, Target::kLatency}));
+  ScreenRequest energy;
+  energy.budgets = parse_budgets("energy<=1J");
+  try {
+    check_request(*model, nullptr, energy);
+    ADD_FAILURE() << "a budget on energy, which the model cannot predict";
+  } catch (const Error& error) {
+    EXPECT_EQ(error.category(), ErrorCategory::kInput);
+    EXPECT_NE(std::string(error.what()).find("test: no energy"), std::string::npos)
+        << error.what();
+  }
+}
+
+// The front within budget over value (up) and costs (down): every member feasible, none
+// dominated by a feasible candidate, several members, ranked by value.
+TEST_F(Screening, TheValueCostFrontIsNonDominatedWithinBudgetAndRankedByValue) {
+  CandidateSet all;
+  all.space = space;
+  const ScreenRequest r = request("latency<=20ms,memory<=40MiB");
+  const ScreenResult result = screen(*model, nullptr, all, r);
+  EXPECT_EQ(result.counts.configurations, space->size());
+  EXPECT_GT(result.counts.outside_constraints, 0U);
+  ASSERT_GE(result.front.size(), 3U);
+  EXPECT_EQ(result.objectives(), 3U);
+  EXPECT_EQ(result.rank, RankMethod::kValue);
+  std::vector<ObjectiveValues> feasible;
+  for (std::size_t i : result.feasible) feasible.push_back(result.objective_values(i));
+  double previous_value = std::numeric_limits<double>::infinity();
+  for (std::size_t r_index = 0; r_index < result.ranked.size(); ++r_index) {
+    const std::size_t i = result.ranked_pool_index(r_index);
+    ASSERT_TRUE(result.assessed[i].feasible);
+    ASSERT_TRUE(result.pool[i].value.has_value());
+    EXPECT_LE(*result.pool[i].value, previous_value) << "ranked by value, the largest first";
+    previous_value = *result.pool[i].value;
+    const ObjectiveValues own = result.objective_values(i);
+    for (const ObjectiveValues& other : feasible) {
+      EXPECT_FALSE(dominates(other, own, 3)) << result.pool[i].key;
+    }
+  }
+  // The value is the network's MACs per image, as the graph counts them.
+  const std::size_t best = result.ranked_pool_index(0);
+  const Config config = parse_key(result.pool[best].key);
+  const Features features = compute_features(build_network(config));
+  EXPECT_NEAR(*result.pool[best].value,
+              static_cast<double>(features.macs) / config.batch,
+              1e-5 * static_cast<double>(features.macs) / config.batch);
+  // The most capable network within budget is not the cheapest: it is the largest that fits.
+  const std::size_t last = result.ranked_pool_index(result.ranked.size() - 1);
+  EXPECT_GT(*result.pool[best].value, 4 * *result.pool[last].value);
+  // Against the truth: the predicted best really fits (the model learns known costs well).
+  const auto [memory, latency] = known_costs(config);
+  EXPECT_LE(latency, 20 * 1.1);
+  EXPECT_LE(memory, 40 * 1024 * 1024 * 1.1);
+}
+
+TEST_F(Screening, WithoutAValueTheFrontIsOverCostsAndRankedByTheIdeal) {
+  CandidateSet all;
+  all.space = space;
+  ScreenRequest r = request("latency<=20ms");
+  r.value.reset();
+  const ScreenResult result = screen(*model, nullptr, all, r);
+  EXPECT_EQ(result.objectives(), 2U);
+  EXPECT_EQ(result.rank, RankMethod::kIdeal);
+  for (const ScreenCandidate& c : result.pool) EXPECT_FALSE(c.value.has_value());
+}
+
+// Outside the training domain: excluded by default, kept with wider intervals by widen, kept as
+// predicted by allow.
+TEST_F(Screening, TheDomainGuardExcludesWidensOrAllows) {
+  CandidateSet set;
+  // cpu-demo's own points (inside) and points it never has: 224 px, width 2, depth 101 basic.
+  for (const char* key : {"basic18_w0.5_ds_r64_b1_fp32", "basic10_w0.25_nods_r32_b2_fp32",
+                          "basic18_w0.5_ds_r224_b1_fp32", "basic34_w2_ds_r96_b4_fp32",
+                          "bottleneck50_w0.5_nods_r48_b8_fp32"}) {
+    set.configs.push_back(parse_key(key));
+  }
+  ScreenRequest r = request("latency<=100s");
+  r.domain = DomainPolicy::kAllow;
+  const ScreenResult allowed = screen(*model, nullptr, set, r);
+  EXPECT_EQ(allowed.pool.size(), 5U);
+  std::set<std::string> outside;
+  for (const ScreenCandidate& c : allowed.pool) {
+    if (!c.domain.inside) outside.insert(c.key);
+  }
+  EXPECT_TRUE(outside.count("basic18_w0.5_ds_r224_b1_fp32"));
+  EXPECT_TRUE(outside.count("basic34_w2_ds_r96_b4_fp32"));
+  EXPECT_EQ(allowed.counts.outside_domain, outside.size());
+  EXPECT_EQ(allowed.counts.excluded_outside_domain, 0U);
+  EXPECT_NE(allowed.first_outside.find(", whose "), std::string::npos) << allowed.first_outside;
+
+  r.domain = DomainPolicy::kExclude;
+  const ScreenResult excluded = screen(*model, nullptr, set, r);
+  EXPECT_EQ(excluded.pool.size(), 5U - outside.size());
+  EXPECT_EQ(excluded.counts.excluded_outside_domain, outside.size());
+  for (const ScreenCandidate& c : excluded.pool) EXPECT_FALSE(outside.count(c.key)) << c.key;
+
+  r.domain = DomainPolicy::kWiden;
+  const ScreenResult widened = screen(*model, nullptr, set, r);
+  ASSERT_EQ(widened.pool.size(), 5U);
+  const std::size_t latency = 2;  // memory, energy, latency
+  for (std::size_t i = 0; i < widened.pool.size(); ++i) {
+    const auto at = std::find_if(allowed.pool.begin(), allowed.pool.end(),
+                                 [&](const ScreenCandidate& c) { return c.key == widened.pool[i].key; });
+    const std::size_t j = static_cast<std::size_t>(at - allowed.pool.begin());
+    const TargetPrediction& wide = widened.predictions[latency][i];
+    const TargetPrediction& plain = allowed.predictions[latency][j];
+    EXPECT_DOUBLE_EQ(wide.value, plain.value);
+    if (widened.pool[i].domain.inside) {
+      EXPECT_DOUBLE_EQ(wide.high, plain.high);
+    } else {
+      // log(high / value) scales by the widening.
+      EXPECT_NEAR(std::log(wide.high / wide.value),
+                  widened.pool[i].domain.widening() * std::log(plain.high / plain.value), 1e-9);
+      EXPECT_GT(wide.high, plain.high);
+      EXPECT_LT(wide.low, plain.low);
+    }
+  }
+}
+
+TEST_F(Screening, AValueFileGivesValuesByConfigurationOrNetworkKey) {
+  const std::string path = testing::TempDir() + "values-" + std::to_string(::getpid()) + ".csv";
+  {
+    std::ofstream file(path);
+    file << "key,top1,note\n"
+         << "basic18_w0.5_ds_r64_b1_fp32,71.5,x\n"
+         << "basic18_w0.5_ds_r64,70.0,applies to every batch and precision\n"
+         << "basic10_w0.25_nods_r32_b2_fp32,55.25,\n";
+  }
+  const ValueObjective value = read_value_file(path, "top1");
+  EXPECT_EQ(value.describe(), "top1 (" + path + ")");
+  const std::vector<float> unused(model->feature_names().size(), 0.0F);
+  const auto of = [&](const char* key) {
+    return objective_value(value, model->feature_names(), unused.data(), parse_key(key));
+  };
+  EXPECT_EQ(of("basic18_w0.5_ds_r64_b1_fp32"), 71.5);  // the configuration key first
+  EXPECT_EQ(of("basic18_w0.5_ds_r64_b8_fp32"), 70.0);  // then its network
+  EXPECT_EQ(of("basic10_w0.25_nods_r32_b2_fp32"), 55.25);
+  EXPECT_EQ(of("basic10_w0.25_nods_r32_b1_fp32"), std::nullopt);
+  EXPECT_EQ(network_key(parse_key("basic18_w0.5_ds_r64_b8_fp32_k10")), "basic18_w0.5_ds_r64_k10");
+
+  // Screening candidates the file lacks is an input error naming the file, a key and the count.
+  CandidateSet set;
+  for (const char* key : {"basic18_w0.5_ds_r64_b4_fp32", "basic10_w0.25_nods_r32_b1_fp32",
+                          "basic26_w0.5_ds_r64_b1_fp32"}) {
+    set.configs.push_back(parse_key(key));
+  }
+  ScreenRequest r = request("latency<=100s");
+  r.value = value;
+  try {
+    screen(*model, nullptr, set, r);
+    ADD_FAILURE() << "candidates without a value";
+  } catch (const Error& error) {
+    EXPECT_EQ(error.category(), ErrorCategory::kInput);
+    EXPECT_NE(std::string(error.what())
+                  .find(path + ": no top1 value for basic10_w0.25_nods_r32_b1_fp32 (2 of 3 "
+                               "candidates have none)"),
+              std::string::npos)
+        << error.what();
+  }
+  set.configs.resize(1);
+  r.domain = DomainPolicy::kAllow;
+  const ScreenResult result = screen(*model, nullptr, set, r);
+  ASSERT_EQ(result.pool.size(), 1U);
+  EXPECT_EQ(result.pool[0].value, 70.0);
+  std::filesystem::remove(path);
+}
+
+TEST(ValueFile, BadFilesAreOneLineWithTheirPlace) {
+  const std::string path = testing::TempDir() + "bad-values-" + std::to_string(::getpid()) + ".csv";
+  const auto error_of = [&](const std::string& text, const std::string& column) {
+    std::ofstream(path) << text;
+    try {
+      read_value_file(path, column);
+    } catch (const Error& error) {
+      EXPECT_EQ(error.category(), ErrorCategory::kInput);
+      return std::string(error.what());
+    }
+    return std::string("read");
+  };
+  EXPECT_EQ(error_of("key,top1\nbasic18_w0.5_ds_r64_b1_fp32,high\n", "top1"),
+            path + ":2:2: 'high' is not a number");
+  EXPECT_EQ(error_of("key,top1\nbasic18_w0.5_ds_r64_b1_fp32,\n", "top1"),
+            path + ":2:2: '' is not a number");
+  EXPECT_EQ(error_of("key,top1\nbasic18_w0.5_ds_r64_b1_fp32,nan\n", "top1"),
+            path + ":2:2: 'nan' is not a number");
+  EXPECT_EQ(error_of("key,top1\nbasic18_w0.5_ds_r64_b1_fp32,1\n", "top5"),
+            path + ":1:1: no column 'top5' (it has: key, top1)");
+  EXPECT_EQ(error_of("name,top1\nx,1\n", "top1"), path + ":1:1: no column 'key' (it has: name, top1)");
+  EXPECT_EQ(error_of("key,top1\nresnet,1\n", "top1"),
+            path + ":2:1: 'resnet' is neither a configuration key nor a network key");
+  EXPECT_EQ(error_of("key,top1\nbasic18_w0.5_ds_r64,1\nbasic18_w0.5_ds_r64,2\n", "top1"),
+            path + ":3:1: basic18_w0.5_ds_r64 has a value already (line 2)");
+  EXPECT_EQ(error_of("key,top1\n", "top1"), path + ":1:1: no values (it has a header only)");
+  std::filesystem::remove(path);
+}
+
+TEST_F(Screening, TheResultFileRoundTrips) {
+  CandidateSet all;
+  all.space = space;
+  const ScreenResult result = screen(*model, nullptr, all, request("latency<=20ms"));
+  const nlohmann::json json = screen_result_json(result, model->feature_names());
+  const ScreenResult back = screen_result_from_json(nlohmann::json::parse(json.dump()), "r.json");
+  ASSERT_EQ(back.pool.size(), result.pool.size());
+  EXPECT_EQ(back.costs, result.costs);
+  ASSERT_TRUE(back.value.has_value());
+  EXPECT_EQ(back.value->name, "macs");
+  EXPECT_EQ(back.rank, result.rank);
+  EXPECT_EQ(back.counts.configurations, result.counts.configurations);
+  EXPECT_EQ(back.feasible, result.feasible);
+  ASSERT_EQ(back.ranked.size(), result.ranked.size());
+  for (std::size_t r = 0; r < result.ranked.size(); ++r) {
+    EXPECT_EQ(back.pool[back.ranked_pool_index(r)].key, result.pool[result.ranked_pool_index(r)].key);
+  }
+  for (std::size_t i = 0; i < result.pool.size(); ++i) {
+    EXPECT_EQ(back.pool[i].value, result.pool[i].value);
+    EXPECT_EQ(back.predictions[2][i].high, result.predictions[2][i].high);
+  }
+  // Something else is an input error naming the file.
+  nlohmann::json other = json;
+  other["format"] = "carb-model";
+  EXPECT_THROW(screen_result_from_json(other, "r.json"), Error);
+  other = json;
+  other["candidates"][0].erase("key");
+  try {
+    screen_result_from_json(other, "r.json");
+    ADD_FAILURE();
+  } catch (const Error& error) {
+    EXPECT_EQ(std::string(error.what()).rfind("r.json: malformed screening result", 0), 0U);
+  }
+}
+
+}  // namespace
+}  // namespace carb
