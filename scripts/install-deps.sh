@@ -10,7 +10,7 @@ packages=(
   build-essential cmake ninja-build pkg-config git xz-utils
   libyaml-cpp-dev nlohmann-json3-dev libcli11-dev
   libdnnl-dev ocl-icd-opencl-dev libxgboost-dev libeigen3-dev libsqlite3-dev libnanoflann-dev
-  googletest libgtest-dev libgmock-dev libbenchmark-dev
+  googletest libgtest-dev libgmock-dev
   chromium fonts-dejavu-core
   sqlite3
   clang libclang-rt-dev

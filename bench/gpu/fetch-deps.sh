@@ -13,7 +13,7 @@ packages=(
   libdnnl-dev libdnnl2 ocl-icd-opencl-dev ocl-icd-libopencl1 opencl-c-headers opencl-clhpp-headers
   libxgboost-dev libxgboost0 libdmlc0 libdmlc-dev libeigen3-dev libnanoflann-dev libsqlite3-dev
   libsqlite3-0
-  googletest libgtest-dev libgmock-dev libbenchmark-dev libbenchmark1debian
+  googletest libgtest-dev libgmock-dev
 )
 mkdir -p "$folder"
 rm -f "$folder"/*.deb

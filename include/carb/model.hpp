@@ -104,13 +104,13 @@ void architecture_features(const Config& config, const Features& features, float
 /// DriftMode::kOn throws carb::Error (input) when the probes do not cover every row.
 /// A non-empty `instance` keeps only the rows that host instance measured (a prefix of it is
 /// enough); throws carb::Error (input), listing the instances, when it measured none.
-Dataset dataset_from_store(const Store& store, std::string_view device = {},
+[[nodiscard]] Dataset dataset_from_store(const Store& store, std::string_view device = {},
                            DriftMode drift = DriftMode::kOff,
                            std::optional<double> reference_ms = std::nullopt,
                            std::string_view instance = {});
 
 /// The rows of `data` at `indices`, in that order.
-Dataset subset(const Dataset& data, const std::vector<std::size_t>& indices);
+[[nodiscard]] Dataset subset(const Dataset& data, const std::vector<std::size_t>& indices);
 
 /// The instances of a dataset in words, e.g. "3d1219c7:e8c3e171 (600 rows), unrecorded (24 rows)".
 std::string instances_text(const std::map<std::string, std::size_t>& instances);
@@ -275,7 +275,7 @@ class TrainingDomain {
   const std::string& id(std::size_t row) const;  ///< a kept row's configuration key (or line)
 
   /// Judges one row of features (the schema's order). Thread-safe.
-  DomainJudgement judge(const float* row) const;
+  [[nodiscard]] DomainJudgement judge(const float* row) const;
 
   nlohmann::json to_json() const;
   /// Throws carb::Error (input) naming `origin` when the JSON does not fit `feature_names`.
@@ -299,11 +299,11 @@ class Predictor {
  public:
   /// Fits on `data` (split as the options say). Throws carb::Error (input) on too few rows, a
   /// target that is all NaN or has negative values.
-  static Predictor fit(const Dataset& data, const FitOptions& options, FitReport* report);
+  [[nodiscard]] static Predictor fit(const Dataset& data, const FitOptions& options, FitReport* report);
   /// Reads a model file; throws carb::Error (input) naming the file when it is not a carb model,
   /// truncated, corrupt, or from a newer format.
-  static Predictor load(const std::string& path);
-  static Predictor from_json_text(std::string_view text, const std::string& origin);
+  [[nodiscard]] static Predictor load(const std::string& path);
+  [[nodiscard]] static Predictor from_json_text(std::string_view text, const std::string& origin);
 
   Predictor(Predictor&&) noexcept;
   Predictor& operator=(Predictor&&) noexcept;
@@ -334,11 +334,11 @@ class Predictor {
 
   /// Predicts every target for `rows` rows of features (row-major, the schema's order).
   /// Result: [target][row].
-  std::vector<std::vector<TargetPrediction>> predict(const float* x, std::size_t rows,
+  [[nodiscard]] std::vector<std::vector<TargetPrediction>> predict(const float* x, std::size_t rows,
                                                      const int* batch) const;
   /// Predictions of each target's cheapest member (the ridge prior, where there is one) with
   /// their own split-conformal intervals: stage 1 of screening ranks whole spaces with these.
-  std::vector<std::vector<TargetPrediction>> predict_cheap(const float* x, std::size_t rows) const;
+  [[nodiscard]] std::vector<std::vector<TargetPrediction>> predict_cheap(const float* x, std::size_t rows) const;
   /// Predictions of each member alone and of the blend before the corrector, in the targets'
   /// units, for evaluation: [target] -> method name -> values. Unavailable targets are empty.
   /// For a transferred model: the source model's uncorrected predictions ("source") and each
@@ -369,7 +369,7 @@ class EngineMemoryPlanner;
 /// Scores a predictor on a dataset: carb per target, plus each member alone. When the dataset's
 /// device differs from the model's, this is a transfer evaluation (R², Spearman, slope matter).
 /// With a planner, carb's memory is the engine's plan (the model's own is "memory-model").
-std::vector<MethodScores> evaluate(const Predictor& predictor, const Dataset& data,
+[[nodiscard]] std::vector<MethodScores> evaluate(const Predictor& predictor, const Dataset& data,
                                    const EngineMemoryPlanner* planner = nullptr);
 
 // ---------------------------------------------------------------------------------------------
@@ -417,14 +417,14 @@ inline constexpr std::size_t kTransferRefitRows = 200;
 /// come from the chosen method's out-of-fold residuals (cross-conformal, or a Student-t
 /// interval where the rows are too few). Throws carb::Error (input) when the source and the
 /// data differ in feature schema or targets, or the data has no rows.
-Predictor transfer_fit(const Predictor& source, const Dataset& target,
+[[nodiscard]] Predictor transfer_fit(const Predictor& source, const Dataset& target,
                        const TransferOptions& options, TransferReport* report);
 
 /// The `k` rows of `x` (`rows` rows of the source's features, with their batch sizes) that a
 /// transfer from `source` learns most from: spread over block types and batch regimes in
 /// proportion, and within each over the source's predicted latency (evenly spaced quantiles from
 /// a seeded offset). Deterministic by seed; all rows when k >= rows. Sorted indices.
-std::vector<std::size_t> choose_transfer_rows(const Predictor& source, const float* x,
+[[nodiscard]] std::vector<std::size_t> choose_transfer_rows(const Predictor& source, const float* x,
                                               std::size_t rows, const int* batch, std::size_t k,
                                               std::uint64_t seed);
 /// The same by uniform random choice, for comparison.
@@ -440,7 +440,7 @@ struct DeviceDistance {
   double spread = 0;         ///< standard deviation of log(measured / predicted)
 };
 /// One DeviceDistance per target of `model` (rows = 0 where none could be compared).
-std::vector<DeviceDistance> device_distance(const Predictor& model, const Dataset& data);
+[[nodiscard]] std::vector<DeviceDistance> device_distance(const Predictor& model, const Dataset& data);
 /// "latency 1.27x (1.08x-1.49x over 16 rows), energy ..., memory 1.00x ..."
 std::string distance_text(const std::vector<DeviceDistance>& distances);
 

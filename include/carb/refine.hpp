@@ -83,7 +83,7 @@ struct RefineResult {
 /// Runs active profiling from `model` (replaced by each round's refit). Throws carb::Error
 /// (usage) for no db, rounds < 1 or per_round 0, and (input) when measuring on a device of this
 /// machine other than the model's.
-RefineResult refine(Predictor& model, const Predictor* stage1, const CandidateSet& candidates,
+[[nodiscard]] RefineResult refine(Predictor& model, const Predictor* stage1, const CandidateSet& candidates,
                     const ScreenRequest& request, const RefineOptions& options);
 
 /// A round as JSON (carb screen --json's "refine" member).

@@ -45,11 +45,11 @@ struct Budget {
 /// token. Throws carb::Error (input) as "origin:1:column: message" on an empty text or budget, an
 /// unknown target, a duplicate target, an operator other than <= and <, a missing or
 /// non-positive number, a missing or unknown unit, or text after a budget.
-std::vector<Budget> parse_budgets(std::string_view text, std::string_view origin = "--budget");
+[[nodiscard]] std::vector<Budget> parse_budgets(std::string_view text, std::string_view origin = "--budget");
 
 /// Parses a comma-separated, duplicate-free subset of memory, energy, latency (in the order
 /// given). Throws carb::Error (input) as "origin:1:column: message".
-std::vector<Target> parse_objectives(std::string_view text,
+[[nodiscard]] std::vector<Target> parse_objectives(std::string_view text,
                                      std::string_view origin = "--objectives");
 
 // ---------------------------------------------------------------------------------------------
@@ -84,7 +84,7 @@ struct Feasibility {
 /// budgets of Phi((log(limit) - log(value)) / sigma). A zero-width interval (sigma = 0) or a
 /// value <= 0 gives a step: 1 when the value meets the limit, else 0. No budgets: feasible, 1.
 /// Throws carb::Error (input) for a budget on an unavailable target, with the target's reason.
-Feasibility assess_budgets(const std::vector<Budget>& budgets, const TargetPredictions& prediction,
+[[nodiscard]] Feasibility assess_budgets(const std::vector<Budget>& budgets, const TargetPredictions& prediction,
                            const FeasibilityOptions& options = {});
 
 /// The standard normal distribution function Phi(x).
@@ -103,7 +103,7 @@ using ObjectiveValues = std::array<double, kMaxObjectives>;
 /// The indices (ascending) of the points no other point dominates. `a` dominates `b` when it is
 /// no worse on every objective and better on one, so equal points never dominate each other and
 /// are all kept. O(n log n) for 1, 2 and 3 objectives, O(n x front) for 4. Values must not be NaN.
-std::vector<std::size_t> pareto_front(std::span<const ObjectiveValues> points,
+[[nodiscard]] std::vector<std::size_t> pareto_front(std::span<const ObjectiveValues> points,
                                       std::size_t objectives);
 
 /// A point with the caller's identifier (e.g. its index in a space).
@@ -165,7 +165,7 @@ struct RankedPoint {
 };
 
 /// Orders `front` best first (ties by index). Values must be finite.
-std::vector<RankedPoint> rank_front(std::span<const ObjectiveValues> front, std::size_t objectives,
+[[nodiscard]] std::vector<RankedPoint> rank_front(std::span<const ObjectiveValues> front, std::size_t objectives,
                                     RankMethod method = RankMethod::kIdeal);
 
 // ---------------------------------------------------------------------------------------------
@@ -190,11 +190,11 @@ struct PruneResult {
 /// interval lower end on every objective: if the intervals hold, K others then beat it
 /// everywhere, so it can be neither in the true top K of any objective nor on the true Pareto
 /// front. `keep` >= the number of candidates keeps all. Throws carb::Error (usage) when keep is 0.
-PruneResult prune_stage1(std::span<const IntervalEstimate> candidates, std::size_t objectives,
+[[nodiscard]] PruneResult prune_stage1(std::span<const IntervalEstimate> candidates, std::size_t objectives,
                          std::size_t keep);
 /// The number to keep for a fraction in (0, 1] of `candidates`: ceil(fraction x candidates), at
 /// least 1. Throws carb::Error (usage) for a fraction outside (0, 1].
-std::size_t keep_count(double fraction, std::size_t candidates);
+[[nodiscard]] std::size_t keep_count(double fraction, std::size_t candidates);
 
 // ---------------------------------------------------------------------------------------------
 // Active profiling: which candidates to measure next
@@ -217,11 +217,11 @@ struct AcquisitionCandidate {
 ///   the candidates (0 when all intervals are points).
 /// The last term orders candidates that cannot change the shortlist by how little is known of
 /// them. Values must be positive and finite.
-std::vector<double> acquisition_scores(std::span<const AcquisitionCandidate> candidates,
+[[nodiscard]] std::vector<double> acquisition_scores(std::span<const AcquisitionCandidate> candidates,
                                        std::span<const ObjectiveValues> front_values,
                                        std::size_t objectives, bool budgets);
 
 /// The indices of the `n` highest scores, highest first (ties by index).
-std::vector<std::size_t> top_scores(std::span<const double> scores, std::size_t n);
+[[nodiscard]] std::vector<std::size_t> top_scores(std::span<const double> scores, std::size_t n);
 
 }  // namespace carb

@@ -53,12 +53,12 @@ std::optional<ValueObjective> analytic_value(std::string_view name);
 /// Reads a value file: CSV with a "key" column and `column`. Throws carb::Error (input) as
 /// "FILE:LINE:COLUMN: message" for a missing column (line 1), a cell that is not a finite
 /// number, a key that is not a configuration or network key, or a key given twice.
-ValueObjective read_value_file(const std::string& path, const std::string& column);
+[[nodiscard]] ValueObjective read_value_file(const std::string& path, const std::string& column);
 
 /// The value of a configuration: from its feature row (names of the model's schema) when
 /// analytic, else from the file by its key, then by its network key; nullopt when the file has
 /// neither.
-std::optional<double> objective_value(const ValueObjective& value,
+[[nodiscard]] std::optional<double> objective_value(const ValueObjective& value,
                                       const std::vector<std::string>& feature_names,
                                       const float* row, const Config& config);
 
@@ -110,7 +110,7 @@ bool meets(const std::vector<Budget>& budgets, const MeasuredValues& values);
 /// Measured values of each configuration of a store's device (the median of its ok
 /// measurements, combine_repeated): [key] -> per Target. With an empty `device`, the store must
 /// hold one device; throws carb::Error (input) naming them otherwise.
-std::map<std::string, MeasuredValues> measured_by_key(const Store& store,
+[[nodiscard]] std::map<std::string, MeasuredValues> measured_by_key(const Store& store,
                                                       const std::string& device);
 
 /// The index of a target in a predictor's targets, or npos.
@@ -121,7 +121,7 @@ std::size_t target_index(const Predictor& predictor, Target target);
 /// its intervals by DomainJudgement::widening() (in place) and requires their upper ends to meet
 /// the budgets, and kAllow judges it as any other. The probability is assess_budgets' of the
 /// (widened) predictions.
-Feasibility decide_budgets(const std::vector<Budget>& budgets, TargetPredictions& predictions,
+[[nodiscard]] Feasibility decide_budgets(const std::vector<Budget>& budgets, TargetPredictions& predictions,
                            const DomainJudgement& domain, DomainPolicy policy,
                            FeasibilityOptions options);
 
@@ -192,7 +192,7 @@ struct ScreenResult {
 /// (zero-width intervals). `request` must have passed check_request. Throws carb::Error (input)
 /// for an empty space, budgets nothing meets (naming the budget and the closest configuration),
 /// and a value file without a candidate's value (naming the file, the key and how many lack one).
-ScreenResult screen(const Predictor& model, const Predictor* stage1,
+[[nodiscard]] ScreenResult screen(const Predictor& model, const Predictor* stage1,
                     const CandidateSet& candidates, const ScreenRequest& request,
                     const std::map<std::string, MeasuredValues>* measured = nullptr);
 
@@ -203,6 +203,6 @@ nlohmann::json screen_result_json(const ScreenResult& result,
                                   const std::vector<std::string>& feature_names);
 /// Reads it back (without features); throws carb::Error (input) naming `origin` when it is not
 /// a screening result of this carb.
-ScreenResult screen_result_from_json(const nlohmann::json& json, const std::string& origin);
+[[nodiscard]] ScreenResult screen_result_from_json(const nlohmann::json& json, const std::string& origin);
 
 }  // namespace carb

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -387,7 +388,14 @@ TEST_F(ModelCli, RefinesByReplayingAFinishedCampaign) {
     EXPECT_EQ(rounds[r].at("measured").get<int>(), r == 0 ? 0 : 30);
     // The replay covers the whole pool: the front and the budget decisions are scored.
     EXPECT_GE(rounds[r].at("budget_accuracy_pct").get<double>(), 90.0) << screen.out;
-    EXPECT_GE(rounds[r].at("recall_pct").get<double>(), 0.0);
+    // Recall and precision are shares of whole configurations: hits / true front and
+    // hits / front, the same hits.
+    const double true_front = result.at("refine").at("true_front").get<double>();
+    const double front = rounds[r].at("front").get<double>();
+    const double hits = rounds[r].at("recall_pct").get<double>() * true_front / 100;
+    EXPECT_NEAR(hits, std::round(hits), 1e-6) << screen.out;
+    EXPECT_NEAR(rounds[r].at("precision_pct").get<double>(), 100 * std::round(hits) / front, 1e-6);
+    EXPECT_LE(hits, std::min(true_front, front) + 1e-6);
   }
   EXPECT_TRUE(rounds[1].at("new_errors").contains("latency"));
   EXPECT_EQ(rounds[1].at("new_errors").at("latency").at("n").get<int>(), 30);

@@ -255,7 +255,9 @@ TEST_F(Worker, KeptWeightMemoryCountsInNeitherTheBaselineNorThePeakOfTheNext) {
 
 TEST_F(Worker, AFailedConfigurationCostsItsWorkerAndTheNextGetsAFreshOne) {
   Protocol protocol = quick_protocol();
-  protocol.timeout_s = 3;
+  // Long enough for a fresh worker to start and measure a tiny network on a loaded machine
+  // under ASan; the hang below costs all of it.
+  protocol.timeout_s = 8;
   const std::string crashes = "basic10_w0.25_nods_r32_b1_fp32_k10";
   const std::string hangs = "basic10_w0.25_nods_r32_b4_fp32_k10";
   ::setenv("CARB_WORKER_FAULT", ("segv:" + crashes + ",hang:" + hangs).c_str(), 1);

@@ -197,19 +197,19 @@ TEST_F(Transfer, BadInputIsAnInputError) {
   };
   TransferOptions options;
   options.threads = 1;
-  expect_input([&] { transfer_fit(*source, subset(*intel, {}), options, nullptr); },
+  expect_input([&] { (void)transfer_fit(*source, subset(*intel, {}), options, nullptr); },
                "no measured rows");
   Dataset renamed = subset(*intel, every(intel->rows(), 100));
   renamed.feature_names.back() += "_x";
-  expect_input([&] { transfer_fit(*source, renamed, options, nullptr); }, "feature schema");
+  expect_input([&] { (void)transfer_fit(*source, renamed, options, nullptr); }, "feature schema");
   Dataset fewer_targets = subset(*intel, every(intel->rows(), 100));
   fewer_targets.targets.pop_back();
   fewer_targets.y.pop_back();
   fewer_targets.missing_reason.pop_back();
-  expect_input([&] { transfer_fit(*source, fewer_targets, options, nullptr); }, "targets");
+  expect_input([&] { (void)transfer_fit(*source, fewer_targets, options, nullptr); }, "targets");
   const Predictor transferred =
       transfer_fit(*source, subset(*intel, every(intel->rows(), 100)), options, nullptr);
-  expect_input([&] { transfer_fit(transferred, *intel, options, nullptr); }, "itself a transfer");
+  expect_input([&] { (void)transfer_fit(transferred, *intel, options, nullptr); }, "itself a transfer");
 }
 
 // carb's CPU engine plans its memory: a model of this machine's engine gets exact memory,

@@ -8,7 +8,7 @@ namespace {
 
 std::string budget_error(std::string_view text) {
   try {
-    parse_budgets(text);
+    (void)parse_budgets(text);
   } catch (const Error& error) {
     EXPECT_EQ(error.category(), ErrorCategory::kInput);
     EXPECT_EQ(error.exit_code(), 2);
@@ -19,7 +19,7 @@ std::string budget_error(std::string_view text) {
 
 std::string objectives_error(std::string_view text) {
   try {
-    parse_objectives(text);
+    (void)parse_objectives(text);
   } catch (const Error& error) {
     EXPECT_EQ(error.category(), ErrorCategory::kInput);
     return error.what();
@@ -136,7 +136,7 @@ TEST(Budgets, EveryErrorSaysWhereAndWhat) {
 
 TEST(Budgets, ErrorsNameTheGivenOrigin) {
   try {
-    parse_budgets("latency<=5", "budgets.txt");
+    (void)parse_budgets("latency<=5", "budgets.txt");
     FAIL() << "no error";
   } catch (const Error& error) {
     EXPECT_STREQ(error.what(),

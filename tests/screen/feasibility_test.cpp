@@ -109,7 +109,7 @@ TEST(Feasibility, ABudgetOnAnUnavailableTargetIsAnInputErrorWithTheReason) {
   // Unbudgeted, the missing target does not matter.
   EXPECT_TRUE(assess_budgets(parse_budgets("latency<=30ms"), prediction).feasible);
   try {
-    assess_budgets(parse_budgets("latency<=30ms,energy<=1J"), prediction);
+    (void)assess_budgets(parse_budgets("latency<=30ms,energy<=1J"), prediction);
     FAIL() << "no error";
   } catch (const Error& error) {
     EXPECT_EQ(error.category(), ErrorCategory::kInput);

@@ -69,7 +69,7 @@ TEST(Prune, KeepCountsAndTheirErrors) {
   EXPECT_EQ(keep_count(0.001, 10), 1u);
   for (double fraction : {0.0, -0.5, 1.5}) {
     try {
-      keep_count(fraction, 10);
+      (void)keep_count(fraction, 10);
       ADD_FAILURE() << fraction;
     } catch (const Error& error) {
       EXPECT_EQ(error.category(), ErrorCategory::kUsage);
@@ -78,7 +78,7 @@ TEST(Prune, KeepCountsAndTheirErrors) {
     }
   }
   try {
-    prune_stage1(kCandidates, 2, 0);
+    (void)prune_stage1(kCandidates, 2, 0);
     ADD_FAILURE() << "no error";
   } catch (const Error& error) {
     EXPECT_EQ(error.category(), ErrorCategory::kUsage);

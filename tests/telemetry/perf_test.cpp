@@ -86,8 +86,11 @@ TEST(Perf, PerfSubstitutedSoftwarePmuSumsEveryCpuOverTheWindow) {
   const EnergyWindow window = meter->stop();
   ASSERT_TRUE(window.energy_j.has_value()) << window.unavailable_reason;
   // cpu-clock counts every online CPU's elapsed time, busy or idle: the sum is CPUs x duration.
-  const double expected = online_cpu_count(online) * window.duration_s;
-  EXPECT_NEAR(*window.energy_j, expected, 0.05 * expected);
+  // The counters and the window's own timestamps are read a moment apart, which a loaded machine
+  // can stretch to milliseconds per read: 2% plus 10 ms per CPU of room.
+  const double cpus = online_cpu_count(online);
+  const double expected = cpus * window.duration_s;
+  EXPECT_NEAR(*window.energy_j, expected, 0.02 * expected + 0.010 * cpus);
 }
 
 TEST(Perf, PerfSubstitutedSoftwarePmuEncodesEventConfig) {
