@@ -113,7 +113,8 @@ constexpr double kSourceVarianceRows = 3;
 // natural-log space) on held-out rows are `residuals`: cross-conformal, the ceil((n+1) coverage)
 // smallest absolute residual, from kConformalRows rows on; below, a Student-t interval whose
 // variance pools theirs with `source_sd` (the source's log-residual standard deviation, 0 when
-// unknown) as kSourceVarianceRows rows.
+// unknown) as kSourceVarianceRows rows. (Pooling only below 8 rows instead was tried: at 8 and 16
+// rows it left the intervals' coverage further from nominal, 78-95% against 87-95%.)
 double interval_half_width(const std::vector<double>& residuals, double coverage, double source_sd,
                            std::string* method) {
   const std::size_t n = residuals.size();
@@ -182,21 +183,55 @@ double fit_scale(const Rows& rows, const std::vector<std::size_t>& use) {
   return median_of(residuals);
 }
 
-// ly ~ a + b s, least squares with a ridge of kSlopeShrink on (b - 1).
-std::pair<double, double> fit_loglinear(const Rows& rows, const std::vector<std::size_t>& use) {
-  const double n = static_cast<double>(use.size());
-  double mean_s = 0, mean_y = 0;
-  for (std::size_t i : use) {
-    mean_s += rows.s[i] / n;
-    mean_y += rows.ly[i] / n;
+// ly ~ a + b s with weights w, least squares with a ridge of kSlopeShrink on (b - 1).
+std::pair<double, double> weighted_loglinear(const Rows& rows, const std::vector<std::size_t>& use,
+                                             const std::vector<double>& w) {
+  double total = 0, mean_s = 0, mean_y = 0;
+  for (std::size_t k = 0; k < use.size(); ++k) total += w[k];
+  for (std::size_t k = 0; k < use.size(); ++k) {
+    mean_s += w[k] * rows.s[use[k]] / total;
+    mean_y += w[k] * rows.ly[use[k]] / total;
   }
   double sxy = 0, sxx = 0;
-  for (std::size_t i : use) {
-    sxy += (rows.s[i] - mean_s) * (rows.ly[i] - mean_y);
-    sxx += (rows.s[i] - mean_s) * (rows.s[i] - mean_s);
+  for (std::size_t k = 0; k < use.size(); ++k) {
+    const std::size_t i = use[k];
+    sxy += w[k] * (rows.s[i] - mean_s) * (rows.ly[i] - mean_y);
+    sxx += w[k] * (rows.s[i] - mean_s) * (rows.s[i] - mean_s);
   }
   const double slope = (sxy + kSlopeShrink) / (sxx + kSlopeShrink);
   return {mean_y - slope * mean_s, slope};
+}
+
+// Huber's tuning constant, in units of the residuals' robust scale (95% efficiency at the
+// normal).
+constexpr double kHuber = 1.345;
+
+// ly ~ a + b s, robustly: Huber's loss by iteratively reweighted least squares, the residuals'
+// scale from their median absolute deviation, so that one badly measured or unusual row among a
+// few does not tilt the line (a tiny network timed at a third of the others' factor, say); with
+// the ridge on (b - 1).
+std::pair<double, double> fit_loglinear(const Rows& rows, const std::vector<std::size_t>& use) {
+  std::vector<double> w(use.size(), 1.0);
+  auto fit = weighted_loglinear(rows, use, w);
+  for (int iteration = 0; iteration < 50; ++iteration) {
+    std::vector<double> residuals;
+    for (std::size_t i : use) residuals.push_back(rows.ly[i] - (fit.first + fit.second * rows.s[i]));
+    const double center = median_of(residuals);
+    std::vector<double> deviations;
+    for (double r : residuals) deviations.push_back(std::abs(r - center));
+    const double scale = 1.4826 * median_of(deviations);
+    if (!(scale > 1e-9)) break;
+    for (std::size_t k = 0; k < use.size(); ++k) {
+      const double size = std::abs(residuals[k]) / (kHuber * scale);
+      w[k] = size <= 1 ? 1.0 : 1.0 / size;
+    }
+    const auto next = weighted_loglinear(rows, use, w);
+    const bool settled = std::abs(next.first - fit.first) < 1e-10 &&
+                         std::abs(next.second - fit.second) < 1e-10;
+    fit = next;
+    if (settled) break;
+  }
+  return fit;
 }
 
 // measurement / source ~ (w . parts) / sum(parts), for the least relative squared error, w >= 0,
