@@ -169,7 +169,8 @@ class Device {
   /// For a process that prepares one configuration after another (a reused campaign worker):
   /// when on, memory a finished session's weights were in stays mapped and resident, and the
   /// next session writes its weights there instead of into fresh pages the kernel must zero
-  /// first (the CPU engine: two thirds of its prepare() in a campaign on the 2-core Intel VM).
+  /// first (for the CPU engine most of prepare()'s time where fresh pages are slow;
+  /// docs/benchmarks.md, "CPU engine: prepare").
   /// Off by default; off again gives the memory back. A device with nothing to keep ignores it.
   virtual void keep_memory_between_sessions(bool keep) const { (void)keep; }
   /// The bytes kept now, all resident and part of no session; starts the count of

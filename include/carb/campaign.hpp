@@ -61,11 +61,12 @@ struct CampaignOptions {
   int rounds = 1;
 };
 
-/// The default drift probe: a small network (about 1 ms on a 2-core CPU at batch 1).
+/// The default drift probe: a small network at batch 1, so a probe is short.
 inline constexpr std::string_view kDefaultDriftProbe = "basic18_w0.5_ds_r64_b1_fp32";
 
 /// A drift probe's protocol: the campaign's, with a short warm-up (0.05 s), 0.15-0.5 s of timed
-/// passes, no energy window and no cooldown, so a probe costs about a fifth of a second.
+/// passes, no energy window and no cooldown (what probes cost a campaign: docs/benchmarks.md,
+/// "Harness overhead").
 Protocol drift_probe_protocol(const Protocol& campaign);
 
 /// Where a running campaign is, for progress lines.

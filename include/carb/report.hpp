@@ -22,11 +22,12 @@ namespace carb {
 // ---------------------------------------------------------------------------------------------
 // Campaign data, pooled from one or more databases by device
 
-/// One configuration's latest successful measurement on a device.
+/// One configuration on a device, from its ok measurements (combine_repeated): the median of their
+/// latencies and of their energies, memory from the latest (memory figures are deterministic).
 struct MeasuredConfiguration {
   std::string key;
   Config config;
-  std::string source;  ///< the database the measurement was read from
+  std::string source;  ///< the database its latest ok measurement was read from
   double gflops = 0;   ///< analytic FLOPs of one forward pass of the whole batch / 1e9
   /// By Target (memory B, energy J, latency ms); nullopt where not measured (energy without a
   /// sensor).

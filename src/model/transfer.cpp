@@ -114,7 +114,7 @@ constexpr double kSourceVarianceRows = 3;
 // smallest absolute residual, from kConformalRows rows on; below, a Student-t interval whose
 // variance pools theirs with `source_sd` (the source's log-residual standard deviation, 0 when
 // unknown) as kSourceVarianceRows rows. (Pooling only below 8 rows instead was tried: at 8 and 16
-// rows it left the intervals' coverage further from nominal, 78-95% against 87-95%.)
+// rows it left the intervals' coverage further from nominal; docs/benchmarks.md, "Transfer".)
 double interval_half_width(const std::vector<double>& residuals, double coverage, double source_sd,
                            std::string* method) {
   const std::size_t n = residuals.size();

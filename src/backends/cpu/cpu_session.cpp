@@ -49,11 +49,10 @@ constexpr std::int64_t kAlignmentBytes = 64;
 // Activations between layers are channel-blocked (nChw8c on avx2, nChw16c with avx512), the
 // layout oneDNN's fastest direct conv kernels are written for, and one layout throughout so no
 // reorder runs between layers; channels are padded to the block, and the padding is counted in
-// the arena. Against nhwc on the 2-core avx2 machine (bench_engine, two rounds side by side) it
-// is 5-30% faster on resnet18/50 at 64 and 224 px, batch 1 and 8 (resnet18 224 px batch 8: 205
-// vs 283 ms), and no slower on any (docs/cpu-engine.md). The network input stays plain
-// nchw (a blocked 3-channel stem input sends the stem conv to oneDNN's reference kernel, ~30x
-// slower), and the classifier's output is a plain [batch][classes] matrix.
+// the arena. It was faster than nhwc on resnet18/50 and no slower on any (docs/benchmarks.md,
+// "CPU engine against PyTorch"). The network input stays plain nchw (a blocked 3-channel stem
+// input sends the stem conv to oneDNN's reference kernel, far slower), and the classifier's
+// output is a plain [batch][classes] matrix.
 Tag blocked_layout() {
   return dnnl::get_effective_cpu_isa() >= dnnl::cpu_isa::avx512_core ? Tag::nChw16c : Tag::nChw8c;
 }
@@ -87,9 +86,9 @@ Memory::desc matrix_desc(const Shape& shape, DataType data_type) {
 // until the scope ends. For prepare's weight reorders and the input and output conversions,
 // none of which run() executes; never around creating a primitive run() executes, whose
 // descriptor fixes its threading. Otherwise each weight reorder is a parallel region that wakes
-// OpenMP's sleeping second thread, which costs milliseconds whenever the other core is busy (on
-// the 2-core VM under a parallel build, a basic10 spent 95 of its 122 ms prepare in reorders of
-// 1.7 MB). Page faults bound the copy, so two threads are no faster (docs/cpu-engine.md).
+// OpenMP's sleeping second thread, which costs milliseconds whenever the other core is busy
+// (docs/benchmarks.md, "CPU engine: prepare"). Page faults bound the copy, so two threads are no
+// faster (docs/cpu-engine.md).
 class SingleThreaded {
  public:
   SingleThreaded() : threads_(omp_get_max_threads()) { omp_set_num_threads(1); }
@@ -103,8 +102,8 @@ class SingleThreaded {
 
 // Prepare's staging area for generated weights: one mapping sized to the largest layer's and
 // reused by every layer. A fresh buffer per layer would page-fault every weight twice (its
-// staging and its kernel layout), and on the development VM first touches dominate prepare
-// (docs/cpu-engine.md). Pages past the current layer's weights are kept for the next larger
+// staging and its kernel layout), and where page faults are expensive first touches dominate
+// prepare (docs/cpu-engine.md). Pages past the current layer's weights are kept for the next larger
 // layer only while they fit under a bound, and given back otherwise: prepare's bytes never
 // exceed the high-water mark of one layer staged at a time, which MemoryUsage reports, by more
 // than the rounding to the mapping's page (2 MiB where it is on huge pages).

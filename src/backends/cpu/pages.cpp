@@ -72,11 +72,11 @@ void Pages::release() {
   bytes_ = 0;
 }
 
-// Written page by page, each first touch of a 4 KiB page is a page fault, and on the 2-core
-// development VM every fault costs ~15 us: populating first halves the cost of writing a fresh
-// 4 KiB-page buffer (276 MB: 1.0 s -> 0.5 s); on huge pages (Pages) it is one fault per 2 MiB
-// either way. A kernel without MADV_POPULATE_WRITE (before Linux 5.14) refuses with EINVAL and
-// the pages fault in on first write as before, so the result is ignored.
+// Written page by page, each first touch of a 4 KiB page is a page fault; populating the range
+// first with one MADV_POPULATE_WRITE takes its faults in one call, which costs less where faults
+// are expensive (docs/benchmarks.md, "CPU engine: prepare"); on huge pages (Pages) it is one
+// fault per 2 MiB either way. A kernel without MADV_POPULATE_WRITE (before Linux 5.14) refuses
+// with EINVAL and the pages fault in on first write as before, so the result is ignored.
 void populate_pages(void* data, std::int64_t bytes) {
 #ifdef MADV_POPULATE_WRITE
   const auto page = static_cast<std::uintptr_t>(page_bytes());

@@ -17,13 +17,12 @@ std::int64_t round_up(std::int64_t bytes, std::int64_t alignment);
 /// Memory the session holds (weights, activation arena, scratchpad, prepare's staging): its own
 /// anonymous mapping, 2 MiB-aligned when it is at least that large, and marked MADV_HUGEPAGE, so
 /// where the kernel allows (Linux's default THP mode, "madvise", gives huge pages only on request)
-/// each 2 MiB of it is one page fault and one TLB entry instead of 512. On the 2-core development
-/// VM a 4 KiB first touch costs ~15 us, and even after MADV_POPULATE_WRITE the first write costs
-/// ~1.6 us a page: writing 276 MB of fresh memory took 0.48 s on 4 KiB pages and 0.03 s on huge
-/// pages (docs/cpu-engine.md#prepare). A kernel without THP refuses the advice and the mapping
-/// stays on 4 KiB pages. Pages are backed on first touch or by populate_pages(); the tail past
-/// the last whole 2 MiB stays on 4 KiB pages, so the resident set never exceeds the bytes asked
-/// for by more than a page. Out of memory is std::bad_alloc throughout, so the measure module
+/// each 2 MiB of it is one page fault and one TLB entry instead of 512, which makes writing fresh
+/// memory much cheaper where faults are expensive (docs/cpu-engine.md#prepare; measured in
+/// docs/benchmarks.md, "CPU engine: prepare"). A kernel without THP refuses the advice and the
+/// mapping stays on 4 KiB pages. Pages are backed on first touch or by populate_pages(); the tail
+/// past the last whole 2 MiB stays on 4 KiB pages, so the resident set never exceeds the bytes
+/// asked for by more than a page. Out of memory is std::bad_alloc throughout, so the measure module
 /// maps one type to `oom`.
 class Pages {
  public:
@@ -52,9 +51,9 @@ void populate_pages(void* data, std::int64_t bytes);
 
 /// The weight memory of finished sessions, kept mapped and resident for the next session, so a
 /// process that prepares one configuration after another (a reused campaign worker) does not have
-/// the kernel zero fresh pages for every network's weights: writing fresh pages was two thirds of
-/// prepare() in a campaign on the 2-core Intel VM, and ~10x slower than writing kept ones
-/// (docs/cpu-engine.md#prepare). It keeps one mapping of whole 2 MiB pages, as large as the
+/// the kernel zero fresh pages for every network's weights: writing fresh pages costs far more than
+/// writing kept ones (docs/cpu-engine.md#prepare; measured in docs/benchmarks.md, "CPU engine:
+/// prepare"). It keeps one mapping of whole 2 MiB pages, as large as the
 /// largest weight region since keeping began. A session takes it whole (grown when it needs
 /// more) and writes its weights at its start, overwriting every weight, bias and channel padding
 /// before any kernel reads it; the rest stays resident and untouched until the session gives it

@@ -24,8 +24,8 @@ std::uint64_t mix64(std::uint64_t z) {
 // splitmix64 draws state+golden .. state+count*golden into out, uniform in [low, high). A plain
 // counted loop the compiler vectorises: the state is an induction variable, and the 24-bit value
 // converts exactly through int32. -ffp-contract=off (CMakeLists.txt) keeps low + range * unit
-// two roundings in every clone. With AVX-512's 64-bit multiply it is ~6x faster than scalar
-// code (0.2 vs 1.2 ns per value on the development machine); AVX2 gains little.
+// two roundings in every clone. The AVX-512 clone uses its 64-bit vector multiply; AVX2 has
+// none, so its clone gains little over scalar code (docs/benchmarks.md, "CPU engine: prepare").
 #if defined(__x86_64__)
 __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #endif

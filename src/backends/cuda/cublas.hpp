@@ -1,6 +1,6 @@
-// cuBLAS, opened with dlopen when the first CUDA session is prepared. Linking it would cost every
-// carb process, CPU workers and CLI calls included, 0.5-0.9 s at start on the development VM
-// (the dynamic loader relocating libcublasLt's 540 MB), for the one GEMM a forward pass runs.
+// cuBLAS, opened with dlopen when the first CUDA session is prepared. Linking it would make every
+// carb process, CPU workers and CLI calls included, relocate libcublasLt at start (measured in
+// docs/benchmarks.md, "Start-up cost of linking cuBLAS"), for the one GEMM a forward pass runs.
 // The function types come from cublas_api.h, so every call is checked against the real
 // prototypes.
 #pragma once
