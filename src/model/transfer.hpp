@@ -1,5 +1,5 @@
 // A transferred model's corrections over its source model (transfer_fit, docs/model.md
-// "Transfer"), and the hooks predictor.cpp gives them. Private to the model module.
+// "Transfer"), and the hooks the model file (model_io.cpp) gives them. Private to the model module.
 #pragma once
 
 #include <array>
@@ -60,7 +60,7 @@ class TransferLayer {
                                                         const std::string& origin);
 };
 
-/// What predictor.cpp offers the transfer: building and reading transferred models.
+/// What model_io.cpp offers the transfer: building and reading transferred models.
 struct PredictorFactory {
   /// A model of `data`'s device made of `layer`: its source's schema, features, targets and
   /// training domain; `data`'s device, name and drift correction; `report` as its fit report.
