@@ -1,14 +1,13 @@
-// The benchmarks' clock: a steady clock and seconds since a point on it.
+// The benchmarks' clock: a steady clock and seconds since a point on it (carb/statistics.hpp).
 #pragma once
 
 #include <chrono>
 
+#include "carb/statistics.hpp"
+
 namespace carb_bench {
 
 using Clock = std::chrono::steady_clock;
-
-inline double seconds_since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
+using carb::seconds_since;
 
 }  // namespace carb_bench

@@ -12,6 +12,7 @@
 
 #include "carb/error.hpp"
 #include "carb/measure.hpp"
+#include "carb/statistics.hpp"
 
 int main(int argc, char** argv) {
   double seconds = 3.0;
@@ -56,7 +57,7 @@ int main(int argc, char** argv) {
         std::vector<double> samples_ms;
         std::vector<double> device_samples_ms;
         const auto start = Clock::now();
-        while (std::chrono::duration<double>(Clock::now() - start).count() < seconds ||
+        while (carb::seconds_since(start) < seconds ||
                samples_ms.size() < 10) {
           const auto before = Clock::now();
           session->run();

@@ -7,11 +7,13 @@
 #include <cstring>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "bench_clock.hpp"
 #include "carb/error.hpp"
 #include "carb/measure.hpp"
+#include "carb/statistics.hpp"
 
 using carb_bench::Clock;
 using carb_bench::seconds_since;
@@ -25,8 +27,7 @@ double median_ms(carb::Session& session, int runs) {
     session.sync();
     ms.push_back(seconds_since(start) * 1e3);
   }
-  std::nth_element(ms.begin(), ms.begin() + runs / 2, ms.end());
-  return ms[static_cast<std::size_t>(runs / 2)];
+  return carb::upper_median(std::move(ms));
 }
 }  // namespace
 

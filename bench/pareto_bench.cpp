@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "carb/screen.hpp"
+#include "carb/statistics.hpp"
 
 namespace {
 
@@ -51,7 +52,7 @@ int main() {
     for (int run = 0; run < 3; ++run) {
       const auto start = Clock::now();
       front_size = carb::pareto_front(points, d).size();
-      best = std::min(best, std::chrono::duration<double>(Clock::now() - start).count());
+      best = std::min(best, carb::seconds_since(start));
     }
     std::printf("%-34s %10zu %10zu %14.3f\n",
                 d == 2 ? "pareto_front, 2 objectives" : "pareto_front, 3 objectives", points.size(),
@@ -63,7 +64,7 @@ int main() {
     std::printf("%-34s %10zu %10zu %14.3f\n",
                 d == 2 ? "streaming archive, 2 objectives" : "streaming archive, 3 objectives",
                 points.size(), archived,
-                std::chrono::duration<double>(Clock::now() - start).count());
+                carb::seconds_since(start));
   }
   for (std::size_t d : {2, 3}) {
     auto points = random_points(10'000, 10 + d);

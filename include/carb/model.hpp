@@ -16,6 +16,7 @@
 
 #include "carb/graph.hpp"
 #include "carb/space.hpp"
+#include "carb/statistics.hpp"  // spearman() and the rest of the shared statistics
 #include "carb/store.hpp"
 
 namespace carb {
@@ -204,8 +205,6 @@ struct Metrics {
 /// Scores `predicted` against `measured` (same length; intervals optional).
 Metrics score(const std::vector<double>& measured, const std::vector<double>& predicted,
               const std::vector<double>* low = nullptr, const std::vector<double>* high = nullptr);
-/// Spearman's rank correlation, ties averaged.
-double spearman(const std::vector<double>& a, const std::vector<double>& b);
 
 /// One method's scores per target, in an evaluation table.
 struct MethodScores {

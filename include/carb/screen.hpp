@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "carb/model.hpp"
+#include "carb/statistics.hpp"  // normal_cdf(), normal_quantile()
 
 namespace carb {
 
@@ -86,11 +87,6 @@ struct Feasibility {
 /// Throws carb::Error (input) for a budget on an unavailable target, with the target's reason.
 [[nodiscard]] Feasibility assess_budgets(const std::vector<Budget>& budgets, const TargetPredictions& prediction,
                            const FeasibilityOptions& options = {});
-
-/// The standard normal distribution function Phi(x).
-double normal_cdf(double x);
-/// Its inverse, for p in (0, 1) (Acklam's approximation refined by Halley steps: ~1e-15).
-double normal_quantile(double p);
 
 // ---------------------------------------------------------------------------------------------
 // Pareto front

@@ -8,6 +8,7 @@
 
 #include "campaign_impl.hpp"
 #include "carb/error.hpp"
+#include "carb/statistics.hpp"
 #include "carb/version.hpp"
 
 namespace carb {
@@ -15,10 +16,6 @@ namespace carb {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
 
 // A whole decimal integer: no spaces, no sign but '-', nothing after it.
 int parse_int(const std::string& text, const std::string& what) {

@@ -15,6 +15,7 @@
 
 #include "campaign_impl.hpp"
 #include "carb/error.hpp"
+#include "carb/statistics.hpp"
 
 namespace carb {
 
@@ -161,7 +162,7 @@ class Dispatcher {
       stop_idle_ranks();
       throw;
     }
-    summary_.wall_s = std::chrono::duration<double>(Clock::now() - start_).count();
+    summary_.wall_s = seconds_since(start_);
     return summary_;
   }
 
@@ -241,7 +242,7 @@ class Dispatcher {
   void assign(std::size_t rank) {
     while (!queue_.empty()) {
       if (options_.time_budget_s &&
-          std::chrono::duration<double>(Clock::now() - start_).count() >= *options_.time_budget_s) {
+          seconds_since(start_) >= *options_.time_budget_s) {
         summary_.not_started += static_cast<std::int64_t>(queue_.size());
         queue_.clear();
         return;
@@ -265,7 +266,7 @@ class Dispatcher {
   void finished_one(const std::string& key) {
     ++state_.finished;
     state_.last_key = to_key(*config_of_.at(key));
-    state_.elapsed_s = std::chrono::duration<double>(Clock::now() - start_).count();
+    state_.elapsed_s = seconds_since(start_);
     if (progress_) progress_(state_);
   }
 

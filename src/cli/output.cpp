@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <ostream>
 
+#include "carb/csv.hpp"
 #include "carb/error.hpp"
 
 namespace carb::cli {
@@ -29,29 +30,22 @@ std::string cell_text(const Cell& cell) {
 
 namespace {
 
-class CsvWriter : public RowWriter {
+// The command line's CSV has always quoted on a separator, a quote or a line feed only.
+class CsvRowWriter : public RowWriter {
  public:
-  CsvWriter(std::vector<std::string> columns, std::ostream& out) : out_(out) {
-    write(std::vector<Cell>(columns.begin(), columns.end()));
+  CsvRowWriter(const std::vector<std::string>& columns, std::ostream& out)
+      : out_(out), csv_(out, CsvQuoting::kCommaQuoteNewline) {
+    csv_.record(columns);
   }
-  void row(const std::vector<Cell>& cells) override { write(cells); }
+  void row(const std::vector<Cell>& cells) override {
+    for (const Cell& cell : cells) csv_.field(cell_text(cell));
+    csv_.end_record();
+  }
   void finish() override { out_.flush(); }
 
  private:
-  void write(const std::vector<Cell>& cells) {
-    for (std::size_t i = 0; i < cells.size(); ++i) {
-      if (i > 0) out_ << ',';
-      std::string text = cell_text(cells[i]);
-      if (text.find_first_of(",\"\n") != std::string::npos) {
-        std::string quoted = "\"";
-        for (char c : text) quoted += c == '"' ? std::string("\"\"") : std::string(1, c);
-        text = quoted + "\"";
-      }
-      out_ << text;
-    }
-    out_ << '\n';
-  }
   std::ostream& out_;
+  CsvWriter csv_;
 };
 
 class JsonWriter : public RowWriter {
@@ -137,7 +131,7 @@ std::unique_ptr<RowWriter> make_row_writer(Format format, std::vector<std::strin
                                            std::ostream& out) {
   switch (format) {
     case Format::kCsv:
-      return std::make_unique<CsvWriter>(std::move(columns), out);
+      return std::make_unique<CsvRowWriter>(columns, out);
     case Format::kJson:
       return std::make_unique<JsonWriter>(std::move(columns), out);
     case Format::kTable:

@@ -15,6 +15,7 @@
 #include "carb/graph.hpp"
 #include "carb/model.hpp"
 #include "carb/screen.hpp"
+#include "carb/statistics.hpp"
 #include "carb/store.hpp"
 #include "domain.hpp"
 #include "output.hpp"
@@ -301,12 +302,12 @@ void run_profile(const ProfileOptions& options) {
     std::cout << "  drift probes:   " << summary.probes << " of " << to_key(*campaign.drift_probe)
               << " (" << duration_text(summary.probe_s) << ")";
     if (!summary.probe_ms.empty()) {
-      std::vector<double> sorted = summary.probe_ms;
-      std::sort(sorted.begin(), sorted.end());
-      const double median = sorted[sorted.size() / 2];
+      const double median = upper_median(summary.probe_ms);
+      const auto [lowest, highest] =
+          std::minmax_element(summary.probe_ms.begin(), summary.probe_ms.end());
       char text[160];
       std::snprintf(text, sizeof text, ": median %.3f ms, %.2f-%.2fx of it", median,
-                    sorted.front() / median, sorted.back() / median);
+                    *lowest / median, *highest / median);
       std::cout << text;
     }
     if (!summary.probe_failure.empty()) std::cout << "; failed: " << summary.probe_failure;

@@ -23,6 +23,7 @@
 #include "carb/refine.hpp"
 #include "carb/screen.hpp"
 #include "carb/screening.hpp"
+#include "carb/statistics.hpp"
 #include "carb/store.hpp"
 #include "domain.hpp"
 #include "output.hpp"
@@ -33,10 +34,6 @@
 namespace carb::cli {
 
 namespace {
-
-double percent(std::uint64_t part, std::uint64_t whole) {
-  return whole == 0 ? 0 : 100.0 * static_cast<double>(part) / static_cast<double>(whole);
-}
 
 // The value objective of --maximize and --value.
 std::optional<ValueObjective> value_objective(const ScreenCommand& command) {
@@ -529,10 +526,8 @@ void run_validate(const ValidateCommand& command) {
     for (std::size_t i = 0; i < truth.size(); ++i) {
       errors.push_back(100 * std::abs(predicted[i] - truth[i]) / truth[i]);
     }
-    std::nth_element(errors.begin(), errors.begin() + static_cast<long>(errors.size() / 2),
-                     errors.end());
     writer->row({std::string(to_string(target)), static_cast<std::int64_t>(m.n), m.mape,
-                 errors[errors.size() / 2], m.within10, *m.coverage, m.spearman});
+                 upper_median(std::move(errors)), m.within10, *m.coverage, m.spearman});
   }
   writer->finish();
   std::size_t found = 0;

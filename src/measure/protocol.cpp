@@ -1,10 +1,10 @@
 // Protocol settings and latency statistics.
 #include <algorithm>
 #include <cmath>
-#include <numeric>
 
 #include "carb/error.hpp"
 #include "carb/measure.hpp"
+#include "carb/statistics.hpp"
 
 namespace carb {
 
@@ -79,19 +79,6 @@ Protocol Protocol::from_json(const nlohmann::json& json) {
   return protocol;
 }
 
-namespace {
-
-// Linear interpolation between order statistics (R's type 7, numpy's default).
-double percentile(const std::vector<double>& sorted, double fraction) {
-  const double position = fraction * static_cast<double>(sorted.size() - 1);
-  const auto below = static_cast<std::size_t>(std::floor(position));
-  const std::size_t above = std::min(below + 1, sorted.size() - 1);
-  const double weight = position - static_cast<double>(below);
-  return sorted[below] * (1 - weight) + sorted[above] * weight;
-}
-
-}  // namespace
-
 LatencyStats summarize_latency(std::span<const double> samples_ms, double target_relative_ci) {
   CARB_CHECK(!samples_ms.empty(), "no samples to summarize");
   std::vector<double> sorted(samples_ms.begin(), samples_ms.end());
@@ -99,10 +86,10 @@ LatencyStats summarize_latency(std::span<const double> samples_ms, double target
   const auto n = static_cast<double>(sorted.size());
   LatencyStats stats;
   stats.count = static_cast<std::int64_t>(sorted.size());
-  stats.median_ms = percentile(sorted, 0.5);
-  stats.p5_ms = percentile(sorted, 0.05);
-  stats.p95_ms = percentile(sorted, 0.95);
-  stats.mean_ms = std::accumulate(sorted.begin(), sorted.end(), 0.0) / n;
+  stats.median_ms = quantile_of_sorted(sorted, 0.5);
+  stats.p5_ms = quantile_of_sorted(sorted, 0.05);
+  stats.p95_ms = quantile_of_sorted(sorted, 0.95);
+  stats.mean_ms = mean(sorted);
   double squares = 0;
   for (double value : sorted) squares += (value - stats.mean_ms) * (value - stats.mean_ms);
   const double deviation = sorted.size() > 1 ? std::sqrt(squares / (n - 1)) : 0.0;

@@ -15,6 +15,7 @@
 #include <tuple>
 
 #include "carb/error.hpp"
+#include "carb/statistics.hpp"
 
 namespace carb {
 
@@ -46,18 +47,6 @@ const std::array<std::pair<TransferMethod, std::string_view>, 5> kMethodNames = 
 }};
 
 double log_of(double value) { return std::log(std::max(value, kTiny)); }
-
-double median_of(std::vector<double> values) {
-  if (values.empty()) return 0;
-  const std::size_t mid = values.size() / 2;
-  std::nth_element(values.begin(), values.begin() + static_cast<long>(mid), values.end());
-  double median = values[mid];
-  if (values.size() % 2 == 0) {
-    median =
-        (median + *std::max_element(values.begin(), values.begin() + static_cast<long>(mid))) / 2;
-  }
-  return median;
-}
 
 // The regularized incomplete beta function I_x(a, b), by its continued fraction (Lentz).
 double incomplete_beta(double x, double a, double b) {
@@ -130,10 +119,9 @@ double interval_half_width(const std::vector<double>& residuals, double coverage
   *method = prior_rows > 0 ? "student-t, pooled with the source's" : "student-t";
   const double df = prior_rows + static_cast<double>(n) - 1;
   if (df < 1) return std::numeric_limits<double>::infinity();
-  const double mean =
-      n > 0 ? std::accumulate(residuals.begin(), residuals.end(), 0.0) / static_cast<double>(n) : 0;
+  const double residual_mean = mean(residuals);
   double squares = prior_rows * source_sd * source_sd;
-  for (double r : residuals) squares += (r - mean) * (r - mean);
+  for (double r : residuals) squares += (r - residual_mean) * (r - residual_mean);
   const double quantile = student_t_quantile((1 + coverage) / 2, df);
   // Out-of-fold residuals already carry the fitted correction's own error: no widening for it.
   return quantile * std::sqrt(squares / df);
@@ -150,14 +138,7 @@ double source_sd_of(const std::vector<TargetPrediction>& predictions,
       widths.push_back(std::log(p.high / p.value));
   }
   if (widths.empty()) return 0;
-  std::nth_element(widths.begin(), widths.begin() + widths.size() / 2, widths.end());
-  // The normal quantile by bisection on erf: (1 + coverage) / 2.
-  double low = 0, high = 10;
-  for (int i = 0; i < 100; ++i) {
-    const double mid = (low + high) / 2;
-    (0.5 * (1 + std::erf(mid / std::sqrt(2.0))) < (1 + coverage) / 2 ? low : high) = mid;
-  }
-  return widths[widths.size() / 2] / low;
+  return upper_median(std::move(widths)) / normal_quantile_bisected((1 + coverage) / 2);
 }
 
 // One target's candidate fitted on some rows: the parameters that predict from s (and features).
@@ -180,7 +161,7 @@ struct Rows {
 double fit_scale(const Rows& rows, const std::vector<std::size_t>& use) {
   std::vector<double> residuals;
   for (std::size_t i : use) residuals.push_back(rows.ly[i] - rows.s[i]);
-  return median_of(residuals);
+  return median(residuals);
 }
 
 // ly ~ a + b s with weights w, least squares with a ridge of kSlopeShrink on (b - 1).
@@ -216,10 +197,10 @@ std::pair<double, double> fit_loglinear(const Rows& rows, const std::vector<std:
   for (int iteration = 0; iteration < 50; ++iteration) {
     std::vector<double> residuals;
     for (std::size_t i : use) residuals.push_back(rows.ly[i] - (fit.first + fit.second * rows.s[i]));
-    const double center = median_of(residuals);
+    const double center = median(residuals);
     std::vector<double> deviations;
     for (double r : residuals) deviations.push_back(std::abs(r - center));
-    const double scale = 1.4826 * median_of(deviations);
+    const double scale = 1.4826 * median(deviations);
     if (!(scale > 1e-9)) break;
     for (std::size_t k = 0; k < use.size(); ++k) {
       const double size = std::abs(residuals[k]) / (kHuber * scale);
@@ -390,12 +371,6 @@ std::vector<double> percentage_errors(const std::vector<double>& predicted,
     errors.push_back(100 * std::abs(std::expm1(predicted[i] - ly[i])));
   }
   return errors;
-}
-
-double mean_of(const std::vector<double>& values) {
-  return values.empty() ? 0
-                        : std::accumulate(values.begin(), values.end(), 0.0) /
-                              static_cast<double>(values.size());
 }
 
 std::string percent(double value) {
@@ -870,7 +845,7 @@ Predictor transfer_fit(const Predictor& source_model, const Dataset& data,
     std::map<TransferMethod, std::vector<double>> errors;
     for (const auto& [method, predicted] : oof) {
       errors[method] = percentage_errors(predicted, rows.ly);
-      target_report.cv_mape.emplace_back(std::string(to_string(method)), mean_of(errors[method]));
+      target_report.cv_mape.emplace_back(std::string(to_string(method)), mean(errors[method]));
     }
     // The default, loglinear (scale below its minimum rows), unless another candidate beats it
     // by more than one standard error of the mean per-row difference.
@@ -886,7 +861,7 @@ Predictor transfer_fit(const Predictor& source_model, const Dataset& data,
         if (method == default_method) continue;
         std::vector<double> differences;
         for (std::size_t i = 0; i < n; ++i) differences.push_back(base[i] - error[i]);
-        const double gain = mean_of(differences);
+        const double gain = mean(differences);
         double variance = 0;
         for (double d : differences) variance += (d - gain) * (d - gain);
         const double standard_error =
@@ -897,7 +872,7 @@ Predictor transfer_fit(const Predictor& source_model, const Dataset& data,
         }
       }
       std::ostringstream text;
-      text << to_string(chosen) << ": cross-validated MAPE " << percent(mean_of(errors[chosen]))
+      text << to_string(chosen) << ": cross-validated MAPE " << percent(mean(errors[chosen]))
            << " over " << n << " rows in " << folds << " folds";
       if (chosen == default_method) {
         text << "; the default, as no other candidate beat it by more than one standard error";
@@ -965,8 +940,7 @@ Predictor transfer_fit(const Predictor& source_model, const Dataset& data,
   for (const TargetCorrection& correction : layer->targets)
     report.targets.push_back(correction.report);
   layer->notes = report.notes;
-  report.fit_seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  report.fit_seconds = seconds_since(started);
   FitReport fit_report;
   fit_report.fitted_ids = data.ids;
   fit_report.train_rows = data.rows();

@@ -12,20 +12,13 @@
 
 #include "carb/error.hpp"
 #include "carb/graph.hpp"
+#include "carb/statistics.hpp"
 
 namespace carb {
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
-double percent(std::size_t part, std::size_t whole) {
-  return whole == 0 ? 0 : 100.0 * static_cast<double>(part) / static_cast<double>(whole);
-}
 
 // Appends row `i` of `from` to `to` (the same schema and targets).
 void append_row(Dataset& to, const Dataset& from, std::size_t i) {

@@ -8,14 +8,13 @@
 
 #include "carb/error.hpp"
 #include "carb/report.hpp"
-#include "statistics.hpp"
+#include "carb/statistics.hpp"
 
 namespace carb {
 
 namespace {
 
 using json = nlohmann::ordered_json;
-using report_detail::median;
 
 // The predictor's batch tiers (docs/model.md), so "low batch" means one thing across carb.
 struct Regime {
@@ -163,7 +162,7 @@ void flops_fit_of(TargetCharacterization& out, const DeviceCampaign& device) {
     x.push_back(std::log(row.gflops));
     y.push_back(std::log(*row.values[t]));
   }
-  const report_detail::LineFit line = report_detail::fit_line(x, y);
+  const LineFit line = fit_line(x, y);
   if (x.size() < 3) {
     out.flops_reason = "fewer than 3 rows with a positive value";
   } else if (!line.valid) {
@@ -250,7 +249,7 @@ TargetTransfer transfer_of(Target target, const DeviceCampaign& from, const Devi
                  " measured on both devices; need " + std::to_string(kMinSharedConfigurations);
     return out;
   }
-  const report_detail::LineFit line = report_detail::fit_line(x, y);
+  const LineFit line = fit_line(x, y);
   if (!line.valid) {
     out.reason = "the shared configurations all have one value on " + from.name;
     return out;

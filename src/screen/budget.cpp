@@ -1,7 +1,6 @@
 // Budgets and objectives as people write them, and a candidate's feasibility against budgets.
 #include <charconv>
 #include <cmath>
-#include <numbers>
 #include <string>
 
 #include "carb/error.hpp"
@@ -288,41 +287,6 @@ TargetPredictions gather_predictions(const std::vector<TargetInfo>& targets,
     gathered[static_cast<std::size_t>(*target)] = predictions[i][row];
   }
   return gathered;
-}
-
-double normal_cdf(double x) { return 0.5 * std::erfc(-x / std::numbers::sqrt2); }
-
-double normal_quantile(double p) {
-  CARB_CHECK(p > 0 && p < 1, "a probability strictly between 0 and 1");
-  // Acklam's rational approximation (relative error 1.15e-9) ...
-  constexpr double kA[] = {-3.969683028665376e+01, 2.209460984245205e+02,  -2.759285104469687e+02,
-                           1.383577518672690e+02,  -3.066479806614716e+01, 2.506628277459239e+00};
-  constexpr double kB[] = {-5.447609879822406e+01, 1.615858368580409e+02, -1.556989798598866e+02,
-                           6.680131188771972e+01, -1.328068155288572e+01};
-  constexpr double kC[] = {-7.784894002430293e-03, -3.223964580411365e-01, -2.400758277161838e+00,
-                           -2.549732539343734e+00, 4.374664141464968e+00,  2.938163982698783e+00};
-  constexpr double kD[] = {7.784695709041462e-03, 3.224671290700398e-01, 2.445134137142996e+00,
-                           3.754408661907416e+00};
-  constexpr double kLow = 0.02425;
-  double x = 0;
-  if (p < kLow || p > 1 - kLow) {
-    const double q = std::sqrt(-2 * std::log(p < kLow ? p : 1 - p));
-    x = (((((kC[0] * q + kC[1]) * q + kC[2]) * q + kC[3]) * q + kC[4]) * q + kC[5]) /
-        ((((kD[0] * q + kD[1]) * q + kD[2]) * q + kD[3]) * q + 1);
-    if (p > kLow) x = -x;
-  } else {
-    const double q = p - 0.5;
-    const double r = q * q;
-    x = (((((kA[0] * r + kA[1]) * r + kA[2]) * r + kA[3]) * r + kA[4]) * r + kA[5]) * q /
-        (((((kB[0] * r + kB[1]) * r + kB[2]) * r + kB[3]) * r + kB[4]) * r + 1);
-  }
-  // ... refined by Halley's method on Phi(x) - p, which brings it to double precision.
-  for (int step = 0; step < 2; ++step) {
-    const double error = normal_cdf(x) - p;
-    const double u = error * std::sqrt(2 * std::numbers::pi) * std::exp(x * x / 2);
-    x -= u / (1 + x * u / 2);
-  }
-  return x;
 }
 
 Feasibility assess_budgets(const std::vector<Budget>& budgets, const TargetPredictions& prediction,

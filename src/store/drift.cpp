@@ -6,6 +6,7 @@
 
 #include "carb/error.hpp"
 #include "carb/space.hpp"
+#include "carb/statistics.hpp"
 #include "store_impl.hpp"
 
 namespace carb {
@@ -157,7 +158,7 @@ DriftCurve drift_curve(const std::vector<DriftProbeRecord>& probes,
   } else {
     std::vector<double> values;
     for (const auto& point : curve.points) values.push_back(point.second);
-    curve.reference_ms = store::median(std::move(values));
+    curve.reference_ms = median(std::move(values));
   }
   return curve;
 }

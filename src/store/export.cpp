@@ -8,6 +8,7 @@
 
 #include <map>
 
+#include "carb/csv.hpp"
 #include "carb/error.hpp"
 #include "carb/graph.hpp"
 #include "carb/space.hpp"
@@ -75,35 +76,26 @@ std::array<Cell, kFeatureColumns.size()> feature_cells(const Features& features)
 
 // Shortest text that reads back to the same number, so an export loses nothing.
 template <typename Number>
-void write_number(std::ostream& out, Number value) {
+void write_number(CsvWriter& csv, Number value) {
   char text[32];
   const auto result = std::to_chars(text, text + sizeof text, value);
-  out.write(text, result.ptr - text);
+  csv.field(std::string_view(text, static_cast<std::size_t>(result.ptr - text)));
 }
 
-void write_csv_field(std::ostream& out, const Cell& cell) {
+void write_csv_field(CsvWriter& csv, const Cell& cell) {
   switch (cell.type) {
     case SQLITE_INTEGER:
-      write_number(out, cell.integer);
+      write_number(csv, cell.integer);
       return;
     case SQLITE_FLOAT:
-      write_number(out, cell.real);
+      write_number(csv, cell.real);
       return;
     case SQLITE_TEXT:
-      // RFC 4180: quote fields holding a separator, quote or line break; double inner quotes.
-      if (cell.text.find_first_of(",\"\r\n") == std::string::npos) {
-        out << cell.text;
-        return;
-      }
-      out << '"';
-      for (char c : cell.text) {
-        if (c == '"') out << '"';
-        out << c;
-      }
-      out << '"';
+      csv.field(cell.text);
       return;
     default:
-      return;  // NULL is an empty field, never 0
+      csv.field("");  // NULL is an empty field, never 0
+      return;
   }
 }
 
@@ -158,11 +150,10 @@ std::int64_t Store::export_measurements(std::ostream& out, ExportFormat format,
   const int device_column = rows.column("device_fingerprint");
   const int started_column = rows.column("started_at");
   const int finished_column = rows.column("finished_at");
+  CsvWriter csv(out, CsvQuoting::kRfc4180);
   if (format == ExportFormat::kCsv) {
-    for (std::size_t position = 0; position < width; ++position) {
-      out << (position ? "," : "") << name_of(position);
-    }
-    out << '\n';
+    for (std::size_t position = 0; position < width; ++position) csv.field(name_of(position));
+    csv.end_record();
   }
 
   // Features depend on the configuration only, and rows come grouped by configuration, so the
@@ -201,10 +192,9 @@ std::int64_t Store::export_measurements(std::ostream& out, ExportFormat format,
 
     if (format == ExportFormat::kCsv) {
       for (std::size_t position = 0; position < width; ++position) {
-        if (position) out << ',';
-        write_csv_field(out, cells[position]);
+        write_csv_field(csv, cells[position]);
       }
-      out << '\n';
+      csv.end_record();
     } else {
       nlohmann::ordered_json object = nlohmann::ordered_json::object();
       for (std::size_t position = 0; position < width; ++position) {

@@ -12,6 +12,7 @@
 
 #include "carb/error.hpp"
 #include "carb/space.hpp"
+#include "carb/statistics.hpp"
 #include "carb/version.hpp"
 #include "schema.hpp"
 #include "store_impl.hpp"
@@ -270,12 +271,6 @@ std::vector<MeasurementOutcome> Store::outcomes(std::string_view fingerprint) co
   return outcomes;
 }
 
-double store::median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  const std::size_t half = values.size() / 2;
-  return values.size() % 2 == 1 ? values[half] : (values[half - 1] + values[half]) / 2;
-}
-
 std::vector<MeasuredTargets> combine_repeated(const std::vector<MeasuredTargets>& rows,
                                               RepeatCount* repeated,
                                               std::vector<std::size_t>* last) {
@@ -292,9 +287,9 @@ std::vector<MeasuredTargets> combine_repeated(const std::vector<MeasuredTargets>
         latencies.push_back(rows[i].latency_ms);
         if (rows[i].energy_j) energies.push_back(*rows[i].energy_j);
       }
-      row.latency_ms = store::median(latencies);
+      row.latency_ms = median(latencies);
       if (!energies.empty()) {
-        row.energy_j = store::median(energies);
+        row.energy_j = median(energies);
         row.energy_null_reason.clear();
       }
       if (repeated != nullptr) {

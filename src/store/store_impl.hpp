@@ -25,8 +25,6 @@ Timestamp parse_timestamp(const std::string& text);
 /// The `status` column of a row (measurements, drift probes); the schema's CHECK admits no
 /// other values.
 MeasurementStatus read_status(const Statement& row);
-/// The median of at least one value (the mean of the middle two for an even count).
-double median(std::vector<double> values);
 
 }  // namespace store
 }  // namespace carb

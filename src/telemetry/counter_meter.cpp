@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "carb/error.hpp"
+#include "carb/statistics.hpp"
 
 namespace carb::telemetry_detail {
 
@@ -111,7 +112,7 @@ EnergyWindow CounterMeter::stop() {
   sample();
   in_window_ = false;
   EnergyWindow window;
-  window.duration_s = std::chrono::duration<double>(Clock::now() - start_time_).count();
+  window.duration_s = seconds_since(start_time_);
   if (!window_failure_.empty()) {
     window.unavailable_reason = window_failure_;
     return window;

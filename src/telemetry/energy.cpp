@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "carb/error.hpp"
+#include "carb/statistics.hpp"
 #include "carb/telemetry.hpp"
 
 namespace carb {
@@ -33,8 +34,7 @@ void NoSensorMeter::sample() { CARB_CHECK(start_time_, "EnergyMeter::sample() ou
 EnergyWindow NoSensorMeter::stop() {
   CARB_CHECK(start_time_, "EnergyMeter::stop() without start()");
   EnergyWindow window;
-  window.duration_s =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - *start_time_).count();
+  window.duration_s = seconds_since(*start_time_);
   window.unavailable_reason = reason_;
   start_time_.reset();
   return window;

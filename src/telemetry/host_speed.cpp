@@ -7,16 +7,13 @@
 #include <vector>
 
 #include "carb/telemetry.hpp"
+#include "carb/statistics.hpp"
 
 namespace carb {
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
 
 // Keeps a result alive so the compiler cannot drop the loop that made it.
 volatile double sink = 0;

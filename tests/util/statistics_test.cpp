@@ -1,0 +1,115 @@
+// The shared statistics (carb/statistics.hpp), against values worked out by hand.
+#include "carb/statistics.hpp"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cmath>
+#include <vector>
+
+namespace carb {
+namespace {
+
+TEST(Median, OddCountTakesTheMiddleValue) {
+  EXPECT_DOUBLE_EQ(median({3}), 3);
+  EXPECT_DOUBLE_EQ(median({5, 1, 3}), 3);
+  EXPECT_DOUBLE_EQ(median({9, 2, 7, 4, 1}), 4);
+}
+
+TEST(Median, EvenCountAveragesTheMiddleTwo) {
+  EXPECT_DOUBLE_EQ(median({4, 1, 3, 2}), 2.5);      // (2 + 3) / 2
+  EXPECT_DOUBLE_EQ(median({10, 1, 2, 1}), 1.5);     // (1 + 2) / 2
+  EXPECT_DOUBLE_EQ(median({-1, 5}), 2);             // (-1 + 5) / 2
+  EXPECT_DOUBLE_EQ(median({2, 2, 2, 2, 8, 8}), 2);  // (2 + 2) / 2
+}
+
+TEST(Median, NoValuesGiveZero) { EXPECT_DOUBLE_EQ(median({}), 0); }
+
+TEST(UpperMedian, EvenCountTakesTheUpperOfTheMiddleTwo) {
+  EXPECT_DOUBLE_EQ(upper_median({4, 1, 3, 2}), 3);  // sorted 1 2 3 4: position 2
+  EXPECT_DOUBLE_EQ(upper_median({10, 1}), 10);
+  EXPECT_DOUBLE_EQ(upper_median({5, 1, 3}), 3);  // odd: the median
+  EXPECT_DOUBLE_EQ(upper_median({}), 0);
+}
+
+TEST(Quantile, InterpolatesBetweenOrderStatistics) {
+  const std::vector<double> sorted = {1, 2, 3, 4};
+  EXPECT_DOUBLE_EQ(quantile_of_sorted(sorted, 0), 1);
+  EXPECT_DOUBLE_EQ(quantile_of_sorted(sorted, 1), 4);
+  EXPECT_DOUBLE_EQ(quantile_of_sorted(sorted, 0.5), 2.5);    // position 1.5
+  EXPECT_DOUBLE_EQ(quantile_of_sorted(sorted, 0.05), 1.15);  // position 0.15: 1 + 0.15
+  EXPECT_DOUBLE_EQ(quantile_of_sorted(sorted, 0.95), 3.85);  // position 2.85: 3 + 0.85
+  EXPECT_DOUBLE_EQ(quantile_of_sorted({7}, 0.3), 7);
+  EXPECT_DOUBLE_EQ(quantile_of_sorted({0, 10}, 0.25), 2.5);
+}
+
+TEST(Mean, SumOverCount) {
+  EXPECT_DOUBLE_EQ(mean({1, 2, 3, 6}), 3);
+  EXPECT_DOUBLE_EQ(mean({-2, 2}), 0);
+  EXPECT_DOUBLE_EQ(mean({}), 0);
+}
+
+TEST(FitLine, ExactLine) {
+  const LineFit fit = fit_line({0, 1, 2, 3}, {1, 3, 5, 7});
+  ASSERT_TRUE(fit.valid);
+  EXPECT_DOUBLE_EQ(fit.slope, 2);
+  EXPECT_DOUBLE_EQ(fit.intercept, 1);
+  EXPECT_DOUBLE_EQ(fit.r2, 1);
+}
+
+TEST(FitLine, ScatteredPoints) {
+  // x mean 1, y mean 1; sxx = 2, sxy = 1, syy = 2.
+  const LineFit fit = fit_line({0, 1, 2}, {0, 2, 1});
+  ASSERT_TRUE(fit.valid);
+  EXPECT_DOUBLE_EQ(fit.slope, 0.5);
+  EXPECT_DOUBLE_EQ(fit.intercept, 0.5);
+  EXPECT_DOUBLE_EQ(fit.r2, 0.25);  // 1 / (2 * 2)
+}
+
+TEST(FitLine, InvalidWithoutTwoPointsOrSpread) {
+  EXPECT_FALSE(fit_line({1}, {1}).valid);
+  EXPECT_FALSE(fit_line({1, 2}, {1}).valid);           // lengths differ
+  EXPECT_FALSE(fit_line({2, 2, 2}, {1, 2, 3}).valid);  // no spread in x
+  EXPECT_FALSE(fit_line({1, 2, 3}, {4, 4, 4}).valid);  // no spread in y
+}
+
+TEST(Spearman, MonotoneAndTiedRanks) {
+  EXPECT_DOUBLE_EQ(spearman({1, 2, 3}, {10, 20, 30}), 1);
+  EXPECT_DOUBLE_EQ(spearman({1, 2, 3}, {9, 4, 1}), -1);
+  EXPECT_DOUBLE_EQ(spearman({1, 4, 9, 16}, {1, 2, 3, 4}), 1);  // ranks only
+  // Ranks 1 2.5 2.5 4 against 1 2 3 4: 4.5 / sqrt(4.5 * 5) = sqrt(0.9).
+  EXPECT_NEAR(spearman({1, 2, 2, 3}, {1, 2, 3, 4}), std::sqrt(0.9), 1e-15);
+  EXPECT_DOUBLE_EQ(spearman({1}, {2}), 0);
+  EXPECT_DOUBLE_EQ(spearman({5, 5, 5}, {1, 2, 3}), 0);  // no spread
+}
+
+TEST(Normal, DistributionAndQuantile) {
+  EXPECT_DOUBLE_EQ(normal_cdf(0), 0.5);
+  EXPECT_NEAR(normal_cdf(1.959963984540054), 0.975, 1e-15);
+  EXPECT_NEAR(normal_quantile(0.975), 1.959963984540054, 1e-14);
+  EXPECT_NEAR(normal_quantile(0.5), 0, 1e-15);
+  EXPECT_NEAR(normal_quantile(0.01), -2.3263478740408408, 1e-13);  // the low tail's branch
+  EXPECT_NEAR(normal_quantile(0.99), 2.3263478740408408, 1e-13);
+}
+
+TEST(Normal, BisectedQuantileAgreesToNearDoublePrecision) {
+  EXPECT_NEAR(normal_quantile_bisected(0.975), 1.959963984540054, 1e-12);
+  EXPECT_NEAR(normal_quantile_bisected(0.95), 1.6448536269514722, 1e-12);
+  EXPECT_DOUBLE_EQ(normal_quantile_bisected(0.5), 0);  // every step moves the upper end
+}
+
+TEST(Percent, PartOfWhole) {
+  EXPECT_DOUBLE_EQ(percent(1, 4), 25);
+  EXPECT_DOUBLE_EQ(percent(3, 3), 100);
+  EXPECT_DOUBLE_EQ(percent(3, 0), 0);
+}
+
+TEST(SecondsSince, CountsSteadyClockSeconds) {
+  const auto start = std::chrono::steady_clock::now() - std::chrono::seconds(2);
+  const double elapsed_s = seconds_since(start);
+  EXPECT_GE(elapsed_s, 2.0);
+  EXPECT_LT(elapsed_s, 62.0);  // far beyond any scheduling delay
+}
+
+}  // namespace
+}  // namespace carb
