@@ -12,6 +12,7 @@
 #include "carb/error.hpp"
 #include "carb/graph.hpp"
 #include "carb/space.hpp"
+#include "columns.hpp"
 #include "store_impl.hpp"
 
 namespace carb {
@@ -20,9 +21,6 @@ namespace {
 
 using store::Statement;
 
-// Columns holding 0/1 that JSON shows as booleans.
-constexpr std::array<std::string_view, 3> kBooleanColumns = {"early_downsample", "device_converged",
-                                                             "wall_converged"};
 // Columns holding JSON text that JSON Lines nests as values rather than strings.
 constexpr std::array<std::string_view, 4> kJsonColumns = {"stage_blocks", "stage_widths",
                                                           "provenance", "protocol"};
@@ -102,8 +100,8 @@ void write_csv_field(CsvWriter& csv, const Cell& cell) {
 nlohmann::ordered_json json_value(const std::string& column, const Cell& cell) {
   switch (cell.type) {
     case SQLITE_INTEGER:
-      if (std::ranges::find(kBooleanColumns, column) != kBooleanColumns.end())
-        return cell.integer != 0;
+      // Columns holding 0/1 that JSON shows as booleans: a knob and the list's kBoolean ones.
+      if (column == "early_downsample" || store::is_boolean_column(column)) return cell.integer != 0;
       return cell.integer;
     case SQLITE_FLOAT:
       return cell.real;

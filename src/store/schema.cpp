@@ -1,12 +1,14 @@
 // Schema, migrations and opening of carb databases.
 #include "schema.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <thread>
 
 #include "carb/error.hpp"
 #include "carb/store.hpp"
+#include "columns.hpp"
 
 namespace carb::store {
 
@@ -295,9 +297,26 @@ std::string switch_to_wal(sqlite3* db) {
 
 }  // namespace
 
-const std::vector<std::string_view>& migrations() {
-  static const std::vector<std::string_view> steps = {kVersion1, kVersion2, kVersion3, kVersion4,
-                                                     kVersion5};
+const std::vector<std::string>& migrations() {
+  // Each step is its written-out SQL (versions up to kHistoricalVersion) followed by the
+  // generated ADD COLUMN of the measured columns that version introduced (columns.hpp).
+  static const std::vector<std::string> steps = [] {
+    constexpr std::string_view kWritten[] = {kVersion1, kVersion2, kVersion3, kVersion4,
+                                             kVersion5};
+    static_assert(std::size(kWritten) == kHistoricalVersion);
+    int last = Store::kSchemaVersion;
+    for (const Column& column : measurement_columns()) {
+      last = std::max(last, column.since_version);
+    }
+    std::vector<std::string> result;
+    for (int version = 1; version <= last; ++version) {
+      std::string step;
+      if (version <= kHistoricalVersion) step = kWritten[version - 1];
+      step += added_columns_sql(measurement_columns(), version);
+      result.push_back(std::move(step));
+    }
+    return result;
+  }();
   return steps;
 }
 
@@ -305,7 +324,12 @@ void migrate(sqlite3* db, int from, int to) {
   CARB_CHECK(0 <= from && from <= to && to <= static_cast<int>(migrations().size()),
              "bad migration " + std::to_string(from) + " -> " + std::to_string(to));
   for (int version = from; version < to; ++version) {
-    execute(db, std::string(migrations()[static_cast<std::size_t>(version)]));
+    execute(db, migrations()[static_cast<std::size_t>(version)]);
+  }
+  // The view of the current schema is made from the column list, so a new column needs no
+  // hand-written view; an older version (the tests build them) keeps the view its steps made.
+  if (from < to && to == Store::kSchemaVersion) {
+    execute(db, measurement_view_sql(measurement_columns()));
   }
   if (from == 0) execute(db, "PRAGMA application_id = " + std::to_string(Store::kApplicationId));
   execute(db, "PRAGMA user_version = " + std::to_string(to));
@@ -313,7 +337,8 @@ void migrate(sqlite3* db, int from, int to) {
 
 DatabasePtr open_database(const std::string& path, bool create) {
   CARB_CHECK(static_cast<int>(migrations().size()) == Store::kSchemaVersion,
-             "Store::kSchemaVersion must equal the number of migrations");
+             "Store::kSchemaVersion must equal the number of migrations (a measured column's "
+             "since_version is at most Store::kSchemaVersion)");
   sqlite3* raw = nullptr;
   // Each Store is used by one thread, so SQLite's per-connection mutex is not needed.
   const int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX | (create ? SQLITE_OPEN_CREATE : 0);

@@ -11,11 +11,13 @@
 namespace carb::store {
 
 /// migrations()[i] upgrades schema version i to i + 1. A released step is never edited; a
-/// schema change appends a step, and Store::kSchemaVersion is the number of steps.
-const std::vector<std::string_view>& migrations();
+/// schema change appends a step, and Store::kSchemaVersion is the number of steps. A step adds
+/// the measured columns (columns.hpp) whose since_version is i + 1 after its written-out SQL.
+const std::vector<std::string>& migrations();
 
 /// Applies the steps from version `from` to `to`, inside the caller's write transaction, and
-/// sets PRAGMA user_version (and the application id when starting from 0).
+/// sets PRAGMA user_version (and the application id when starting from 0). When it ran a step
+/// to Store::kSchemaVersion it recreates measurement_view from the column list.
 void migrate(sqlite3* db, int from, int to);
 
 /// Opens `path`, sets the connection up (busy timeout, WAL, synchronous, foreign keys) and

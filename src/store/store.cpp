@@ -14,6 +14,7 @@
 #include "carb/space.hpp"
 #include "carb/statistics.hpp"
 #include "carb/version.hpp"
+#include "columns.hpp"
 #include "schema.hpp"
 #include "store_impl.hpp"
 
@@ -370,66 +371,13 @@ void validate(const MeasurementRecord& record) {
   };
   clock("device", record.device_latency, record.device_samples_ms);
   clock("wall", record.wall_latency, record.wall_samples_ms);
-  finite("energy_j", record.energy_j);
-  finite("energy_window_s", record.energy_window_s);
-  finite("idle_power_w", record.idle_power_w);
-  finite("dynamic_energy_j", record.dynamic_energy_j);
+  // Every other REAL column of the list (the clocks' statistics have passed above).
+  for (const store::Column& column : store::measurement_columns()) {
+    if (column.type != store::ColumnType::kReal) continue;
+    const store::Value value = column.get(record);
+    if (const double* real = std::get_if<double>(&value)) finite(column.name, *real);
+  }
 }
-
-void bind_latency(Statement& statement, const char* prefix,
-                  const std::optional<LatencyStats>& stats) {
-  const auto name = [&](const char* field) { return std::string(":") + prefix + "_" + field; };
-  const auto real = [&](double LatencyStats::*member) -> std::optional<double> {
-    return stats ? std::optional<double>((*stats).*member) : std::nullopt;
-  };
-  statement.bind(name("median_ms").c_str(), real(&LatencyStats::median_ms))
-      .bind(name("mean_ms").c_str(), real(&LatencyStats::mean_ms))
-      .bind(name("p5_ms").c_str(), real(&LatencyStats::p5_ms))
-      .bind(name("p95_ms").c_str(), real(&LatencyStats::p95_ms))
-      .bind(name("cv").c_str(), real(&LatencyStats::cv))
-      .bind(name("ci_half_width_ms").c_str(), real(&LatencyStats::ci_half_width_ms))
-      .bind(name("count").c_str(), stats ? std::optional<std::int64_t>(stats->count) : std::nullopt)
-      .bind(name("converged").c_str(),
-            stats ? std::optional<std::int64_t>(stats->converged ? 1 : 0) : std::nullopt);
-}
-
-std::optional<LatencyStats> read_latency(const Statement& row, const std::string& prefix) {
-  if (row.is_null(prefix + "_median_ms")) return std::nullopt;
-  LatencyStats stats;
-  stats.median_ms = row.real(prefix + "_median_ms");
-  stats.mean_ms = row.real(prefix + "_mean_ms");
-  stats.p5_ms = row.real(prefix + "_p5_ms");
-  stats.p95_ms = row.real(prefix + "_p95_ms");
-  stats.cv = row.real(prefix + "_cv");
-  stats.count = row.integer(prefix + "_count");
-  stats.ci_half_width_ms = row.real(prefix + "_ci_half_width_ms");
-  stats.converged = row.integer(prefix + "_converged") != 0;
-  return stats;
-}
-
-constexpr std::string_view kInsertMeasurement = R"sql(
-INSERT INTO measurements (
-  measurement_key, configuration_key, device_id, campaign_id, software_versions, status, detail,
-  attempts, started_at, finished_at,
-  device_median_ms, device_mean_ms, device_p5_ms, device_p95_ms, device_cv, device_count,
-  device_ci_half_width_ms, device_converged,
-  wall_median_ms, wall_mean_ms, wall_p5_ms, wall_p95_ms, wall_cv, wall_count,
-  wall_ci_half_width_ms, wall_converged,
-  energy_j, energy_method, energy_sensor, energy_null_reason, energy_window_s,
-  energy_window_inferences, idle_power_w, dynamic_energy_j,
-  engine_peak_bytes, engine_weight_bytes, engine_activation_bytes, engine_scratchpad_bytes, process_peak_rss_bytes,
-  baseline_rss_bytes, provenance, protocol)
-VALUES (
-  :measurement_key, :configuration_key, :device_id, :campaign_id, :software_versions, :status,
-  :detail, :attempts, :started_at, :finished_at,
-  :device_median_ms, :device_mean_ms, :device_p5_ms, :device_p95_ms, :device_cv, :device_count,
-  :device_ci_half_width_ms, :device_converged,
-  :wall_median_ms, :wall_mean_ms, :wall_p5_ms, :wall_p95_ms, :wall_cv, :wall_count,
-  :wall_ci_half_width_ms, :wall_converged,
-  :energy_j, :energy_method, :energy_sensor, :energy_null_reason, :energy_window_s,
-  :energy_window_inferences, :idle_power_w, :dynamic_energy_j,
-  :engine_peak_bytes, :engine_weight_bytes, :engine_activation_bytes, :engine_scratchpad_bytes,
-  :process_peak_rss_bytes, :baseline_rss_bytes, :provenance, :protocol))sql";
 
 }  // namespace
 
@@ -509,7 +457,8 @@ WriteOutcome Store::write_measurement(const MeasurementRecord& record) {
       .bind(":classes", std::int64_t{config.classes})
       .run();
 
-  Statement insert(db, kInsertMeasurement);
+  static const std::string kInsert = store::insert_measurement_sql(store::measurement_columns());
+  Statement insert(db, kInsert);
   insert.bind(":measurement_key", record.measurement_key)
       .bind(":configuration_key", record.configuration_key)
       .bind(":device_id", device_id)
@@ -520,24 +469,9 @@ WriteOutcome Store::write_measurement(const MeasurementRecord& record) {
       .bind(":attempts", attempts)
       .bind(":started_at", store::format_timestamp(record.started_at))
       .bind(":finished_at", store::format_timestamp(record.finished_at))
-      .bind(":energy_j", record.energy_j)
-      .bind(":energy_method", record.energy_method)
-      .bind(":energy_sensor", record.energy_sensor)
-      .bind(":energy_null_reason", record.energy_null_reason)
-      .bind(":energy_window_s", record.energy_window_s)
-      .bind(":energy_window_inferences", record.energy_window_inferences)
-      .bind(":idle_power_w", record.idle_power_w)
-      .bind(":dynamic_energy_j", record.dynamic_energy_j)
-      .bind(":engine_peak_bytes", record.engine_peak_bytes)
-      .bind(":engine_weight_bytes", record.engine_weight_bytes)
-      .bind(":engine_activation_bytes", record.engine_activation_bytes)
-      .bind(":engine_scratchpad_bytes", record.engine_scratchpad_bytes)
-      .bind(":process_peak_rss_bytes", record.process_peak_rss_bytes)
-      .bind(":baseline_rss_bytes", record.baseline_rss_bytes)
       .bind(":provenance", provenance)
       .bind(":protocol", protocol);
-  bind_latency(insert, "device", record.device_latency);
-  bind_latency(insert, "wall", record.wall_latency);
+  store::bind_columns(insert, store::measurement_columns(), record);
   insert.run();
   const std::int64_t measurement_id = sqlite3_last_insert_rowid(db);
 
@@ -580,22 +514,7 @@ std::optional<MeasurementRecord> Store::find_measurement(std::string_view measur
   record.attempts = static_cast<int>(find.integer("attempts"));
   record.started_at = store::parse_timestamp(find.text("started_at"));
   record.finished_at = store::parse_timestamp(find.text("finished_at"));
-  record.device_latency = read_latency(find, "device");
-  record.wall_latency = read_latency(find, "wall");
-  record.energy_j = find.optional_real("energy_j");
-  record.energy_method = find.optional_text("energy_method");
-  record.energy_sensor = find.optional_text("energy_sensor");
-  record.energy_null_reason = find.optional_text("energy_null_reason");
-  record.energy_window_s = find.optional_real("energy_window_s");
-  record.energy_window_inferences = find.optional_integer("energy_window_inferences");
-  record.idle_power_w = find.optional_real("idle_power_w");
-  record.dynamic_energy_j = find.optional_real("dynamic_energy_j");
-  record.engine_peak_bytes = find.optional_integer("engine_peak_bytes");
-  record.engine_weight_bytes = find.optional_integer("engine_weight_bytes");
-  record.engine_activation_bytes = find.optional_integer("engine_activation_bytes");
-  record.engine_scratchpad_bytes = find.optional_integer("engine_scratchpad_bytes");
-  record.process_peak_rss_bytes = find.optional_integer("process_peak_rss_bytes");
-  record.baseline_rss_bytes = find.optional_integer("baseline_rss_bytes");
+  store::read_columns(find, store::measurement_columns(), record);
   record.provenance_json = find.text("provenance");
   record.protocol_json = find.text("protocol");
 
