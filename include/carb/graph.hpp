@@ -164,7 +164,30 @@ class SpaceFeatures {
   std::unique_ptr<Cache> cache_;
 };
 
-/// The value of a feature by its spec/CSV name ("params", "macs", ...); nullopt if unknown.
+/// A scalar analytic feature: its name, as specs' constraints, `carb export`, `carb space
+/// features` and `carb screen --maximize` spell it, and the member of Features that holds it.
+/// kScalarFeatures is the one list of them: a feature added there (after its member of Features
+/// and its computation) reaches all of those places; tests/graph/feature_list_test.cpp checks
+/// that they agree.
+struct ScalarFeature {
+  std::string_view name;
+  std::int64_t Features::*integer = nullptr;  ///< an integer-valued feature, or
+  double Features::*real = nullptr;           ///< a real-valued one
+  double value(const Features& features) const {
+    return integer != nullptr ? static_cast<double>(features.*integer) : features.*real;
+  }
+};
+inline constexpr std::array<ScalarFeature, 7> kScalarFeatures = {{
+    {"params", &Features::params, nullptr},
+    {"macs", &Features::macs, nullptr},
+    {"flops", &Features::flops, nullptr},
+    {"param_bytes", &Features::param_bytes, nullptr},
+    {"activation_bytes", &Features::activation_bytes, nullptr},
+    {"peak_activation_bytes", &Features::peak_activation_bytes, nullptr},
+    {"arithmetic_intensity", nullptr, &Features::arithmetic_intensity},
+}};
+
+/// The value of a scalar feature by its name ("params", "macs", ...); nullopt if unknown.
 std::optional<double> feature_value(const Features& features, std::string_view name);
 
 }  // namespace carb

@@ -87,12 +87,13 @@ std::vector<Cell> config_cells(const Config& config) {
 
 std::vector<std::string> feature_columns(bool roofline) {
   std::vector<std::string> columns = config_columns();
-  for (const char* name :
-       {"params", "macs", "flops", "param_bytes", "activation_bytes", "peak_activation_bytes",
-        "arithmetic_intensity", "stage_blocks", "stage_widths", "classes", "widest_channels",
-        "kernel_launches", "conv_layers", "batch_norm_layers", "relu_layers", "add_layers",
-        "max_pool_layers", "avg_pool_layers", "fc_layers"}) {
+  for (const ScalarFeature& feature : kScalarFeatures) columns.emplace_back(feature.name);
+  for (const char* name : {"stage_blocks", "stage_widths", "classes", "widest_channels",
+                           "kernel_launches"}) {
     columns.emplace_back(name);
+  }
+  for (int kind = 0; kind < kLayerKindCount; ++kind) {
+    columns.push_back(std::string(to_string(static_cast<LayerKind>(kind))) + "_layers");
   }
   if (roofline) columns.emplace_back("roofline_ms");
   return columns;
@@ -101,11 +102,13 @@ std::vector<std::string> feature_columns(bool roofline) {
 std::vector<Cell> feature_cells(const Config& config, const Features& features,
                                 const std::optional<RooflineDevice>& roofline) {
   std::vector<Cell> cells = config_cells(config);
-  for (std::int64_t value : {features.params, features.macs, features.flops, features.param_bytes,
-                             features.activation_bytes, features.peak_activation_bytes}) {
-    cells.emplace_back(value);
+  for (const ScalarFeature& feature : kScalarFeatures) {
+    if (feature.integer != nullptr) {
+      cells.emplace_back(features.*feature.integer);
+    } else {
+      cells.emplace_back(features.*feature.real);
+    }
   }
-  cells.emplace_back(features.arithmetic_intensity);
   cells.emplace_back(join_ints(config.stage_blocks));
   cells.emplace_back(join_ints(config.stage_widths));
   cells.emplace_back(std::int64_t{config.classes});

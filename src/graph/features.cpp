@@ -254,13 +254,9 @@ double roofline_ms(const Network& network, const RooflineDevice& device) {
 }
 
 std::optional<double> feature_value(const Features& features, std::string_view name) {
-  if (name == "params") return static_cast<double>(features.params);
-  if (name == "macs") return static_cast<double>(features.macs);
-  if (name == "flops") return static_cast<double>(features.flops);
-  if (name == "param_bytes") return static_cast<double>(features.param_bytes);
-  if (name == "activation_bytes") return static_cast<double>(features.activation_bytes);
-  if (name == "peak_activation_bytes") return static_cast<double>(features.peak_activation_bytes);
-  if (name == "arithmetic_intensity") return features.arithmetic_intensity;
+  for (const ScalarFeature& feature : kScalarFeatures) {
+    if (feature.name == name) return feature.value(features);
+  }
   return std::nullopt;
 }
 

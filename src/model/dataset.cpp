@@ -1,6 +1,7 @@
 // Datasets for the predictor: architecture features of stored measurements (schema
 // kArchitectureSchema), and any external CSV table.
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <fstream>
 #include <map>
@@ -23,92 +24,100 @@ namespace {
 // count follows early downsampling.
 bool has_macs(LayerClass c) { return c != LayerClass::kPool && c != LayerClass::kElementwise; }
 bool has_count(LayerClass c) { return c != LayerClass::kFullyConnected && c != LayerClass::kPool; }
-}  // namespace
 
-const std::vector<std::string>& architecture_feature_names() {
-  // Knobs, layer counts, then the analytic features; heavy-tailed ones in log1p (method.md §3).
-  static const std::vector<std::string> names = {
-      "bottleneck",
-      "depth",
-      "width_multiplier",
-      "early_downsample",
-      "resolution",
-      "log_batch",
-      "precision_bytes",
-      "bf16",
-      "stages",
-      "classes",
-      "conv_layers",
-      "add_layers",
-      "widest_channels",
-      "kernel_launches",
-      "log_flops",
-      "log_params",
-      "log_param_bytes",
-      "log_activation_bytes",
-      "log_peak_activation_bytes",
-      "log_analytic_peak_bytes",
-      "log_arithmetic_intensity",
-      "log_flops_per_image",
-  };
-  static const std::vector<std::string> all = [] {
-    std::vector<std::string> out = names;
-    // Per layer class: MACs, bytes moved and layer count; then the per-layer roofline sums.
-    for (int c = 0; c < kLayerClassCount; ++c) {
-      const auto layer_class = static_cast<LayerClass>(c);
-      const std::string stem(to_string(layer_class));
-      if (has_macs(layer_class)) out.push_back("log_macs_" + stem);
-      out.push_back("log_bytes_" + stem);
-      if (has_count(layer_class)) out.push_back("layers_" + stem);
-    }
-    for (double balance : kRooflineBalances) {
-      out.push_back("log_roofline_b" + std::to_string(static_cast<int>(balance)));
+// The name stems of the per-layer roofline sums: "b4" for machine balance 4, ...
+const std::array<std::string, kRooflineBalances.size()>& roofline_stems() {
+  static const auto stems = [] {
+    std::array<std::string, kRooflineBalances.size()> out;
+    for (std::size_t b = 0; b < out.size(); ++b) {
+      out[b] = "b" + std::to_string(static_cast<int>(kRooflineBalances[b]));
     }
     return out;
   }();
-  return all;
+  return stems;
 }
 
-bool is_layer_feature(std::string_view name) {
-  for (std::string_view prefix : {"log_macs_", "log_bytes_", "layers_", "log_roofline_"}) {
-    if (name.substr(0, prefix.size()) == prefix) return true;
+// The model's architecture features (schema kArchitectureSchema), in their order: one call of
+// emit(name, stem, value) each, whose name is name + stem. This is the one list of them: the
+// names and the values both come from it. Knobs, layer counts, then the analytic features,
+// heavy-tailed ones in log1p and named "log_..." (method.md §3); then, with a stem, the
+// per-layer-class totals (MACs, bytes moved and layer count) and the per-layer roofline sums.
+template <typename Emit>
+void for_each_architecture_feature(const Config& config, const Features& features, Emit&& emit) {
+  const auto log1 = [](double value) { return std::log1p(value); };
+  const auto flag = [](bool value) { return value ? 1.0 : 0.0; };
+  const auto real = [](auto value) { return static_cast<double>(value); };
+  emit("bottleneck", "", flag(config.block == BlockType::kBottleneck));
+  emit("depth", "", real(config.depth()));
+  emit("width_multiplier", "", config.width_multiplier);
+  emit("early_downsample", "", flag(config.early_downsample));
+  emit("resolution", "", real(config.resolution));
+  emit("log_batch", "", log1(config.batch));
+  emit("precision_bytes", "", real(element_bytes(config.precision)));
+  emit("bf16", "", flag(config.precision == Precision::kBf16));
+  emit("stages", "", real(config.stage_blocks.size()));
+  emit("classes", "", real(config.classes));
+  emit("conv_layers", "", real(features.layer_counts[LayerKind::kConv]));
+  emit("add_layers", "", real(features.layer_counts[LayerKind::kAdd]));
+  emit("widest_channels", "", real(features.widest_channels));
+  emit("kernel_launches", "", real(features.kernel_launches));
+  emit("log_flops", "", log1(real(features.flops)));
+  emit("log_params", "", log1(real(features.params)));
+  emit("log_param_bytes", "", log1(real(features.param_bytes)));
+  emit("log_activation_bytes", "", log1(real(features.activation_bytes)));
+  emit("log_peak_activation_bytes", "", log1(real(features.peak_activation_bytes)));
+  emit("log_analytic_peak_bytes", "",
+       log1(real(features.param_bytes + features.peak_activation_bytes)));
+  emit("log_arithmetic_intensity", "", log1(features.arithmetic_intensity));
+  emit("log_flops_per_image", "", log1(real(features.flops) / config.batch));
+  for (int c = 0; c < kLayerClassCount; ++c) {
+    const auto layer_class = static_cast<LayerClass>(c);
+    const std::string_view stem = to_string(layer_class);
+    const LayerClassTotals& totals = features.layer_classes[static_cast<std::size_t>(c)];
+    if (has_macs(layer_class)) emit("log_macs_", stem, log1(totals.macs));
+    emit("log_bytes_", stem, log1(totals.bytes));
+    if (has_count(layer_class)) emit("layers_", stem, real(totals.count));
   }
-  return false;
+  for (std::size_t b = 0; b < kRooflineBalances.size(); ++b) {
+    emit("log_roofline_", roofline_stems()[b], log1(features.roofline_flops[b]));
+  }
+}
+
+struct ArchitectureNames {
+  std::vector<std::string> all;
+  std::vector<std::string> per_layer;  // those with a stem, sorted
+};
+
+const ArchitectureNames& architecture_names() {
+  static const ArchitectureNames names = [] {
+    ArchitectureNames out;
+    Config config;
+    config.batch = 1;
+    for_each_architecture_feature(config, Features{},
+                                  [&](std::string_view name, std::string_view stem, double) {
+                                    out.all.push_back(std::string(name) + std::string(stem));
+                                    if (!stem.empty()) out.per_layer.push_back(out.all.back());
+                                  });
+    std::sort(out.per_layer.begin(), out.per_layer.end());
+    return out;
+  }();
+  return names;
+}
+}  // namespace
+
+const std::vector<std::string>& architecture_feature_names() { return architecture_names().all; }
+
+bool is_layer_feature(std::string_view name) {
+  const std::vector<std::string>& per_layer = architecture_names().per_layer;
+  return std::binary_search(per_layer.begin(), per_layer.end(), name, std::less<>());
 }
 
 void architecture_features(const Config& config, const Features& features, float* out) {
-  const auto log1 = [](double value) { return static_cast<float>(std::log1p(value)); };
   std::size_t i = 0;
-  out[i++] = config.block == BlockType::kBottleneck ? 1.0F : 0.0F;
-  out[i++] = static_cast<float>(config.depth());
-  out[i++] = static_cast<float>(config.width_multiplier);
-  out[i++] = config.early_downsample ? 1.0F : 0.0F;
-  out[i++] = static_cast<float>(config.resolution);
-  out[i++] = log1(config.batch);
-  out[i++] = static_cast<float>(element_bytes(config.precision));
-  out[i++] = config.precision == Precision::kBf16 ? 1.0F : 0.0F;
-  out[i++] = static_cast<float>(config.stage_blocks.size());
-  out[i++] = static_cast<float>(config.classes);
-  out[i++] = static_cast<float>(features.layer_counts[LayerKind::kConv]);
-  out[i++] = static_cast<float>(features.layer_counts[LayerKind::kAdd]);
-  out[i++] = static_cast<float>(features.widest_channels);
-  out[i++] = static_cast<float>(features.kernel_launches);
-  out[i++] = log1(static_cast<double>(features.flops));
-  out[i++] = log1(static_cast<double>(features.params));
-  out[i++] = log1(static_cast<double>(features.param_bytes));
-  out[i++] = log1(static_cast<double>(features.activation_bytes));
-  out[i++] = log1(static_cast<double>(features.peak_activation_bytes));
-  out[i++] = log1(static_cast<double>(features.param_bytes + features.peak_activation_bytes));
-  out[i++] = log1(features.arithmetic_intensity);
-  out[i++] = log1(static_cast<double>(features.flops) / config.batch);
-  for (int c = 0; c < kLayerClassCount; ++c) {
-    const auto layer_class = static_cast<LayerClass>(c);
-    const LayerClassTotals& totals = features.layer_classes[static_cast<std::size_t>(c)];
-    if (has_macs(layer_class)) out[i++] = log1(totals.macs);
-    out[i++] = log1(totals.bytes);
-    if (has_count(layer_class)) out[i++] = static_cast<float>(totals.count);
-  }
-  for (double flops : features.roofline_flops) out[i++] = log1(flops);
+  for_each_architecture_feature(config, features, [&](std::string_view, std::string_view,
+                                                      double value) {
+    out[i++] = static_cast<float>(value);
+  });
   CARB_CHECK(i == architecture_feature_names().size(), "feature count matches the schema");
 }
 

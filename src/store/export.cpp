@@ -24,14 +24,8 @@ using store::Statement;
 // Columns holding JSON text that JSON Lines nests as values rather than strings.
 constexpr std::array<std::string_view, 4> kJsonColumns = {"stage_blocks", "stage_widths",
                                                           "provenance", "protocol"};
-// Analytic features added after the configuration knobs (the last knob column is "classes").
-constexpr std::array<const char*, 7> kFeatureColumns = {"params",
-                                                        "macs",
-                                                        "flops",
-                                                        "param_bytes",
-                                                        "activation_bytes",
-                                                        "peak_activation_bytes",
-                                                        "arithmetic_intensity"};
+// The analytic features (kScalarFeatures) join each row after the configuration knobs, whose
+// last column is "classes".
 constexpr std::string_view kLastKnobColumn = "classes";
 
 // One output value: NULL, an integer, a real or text; features join the row as numbers.
@@ -55,20 +49,18 @@ Cell read_cell(const Statement& row, int column) {
   return cell;
 }
 
-std::array<Cell, kFeatureColumns.size()> feature_cells(const Features& features) {
-  std::array<Cell, kFeatureColumns.size()> cells;
-  const std::array<std::int64_t, 6> integers = {features.params,
-                                                features.macs,
-                                                features.flops,
-                                                features.param_bytes,
-                                                features.activation_bytes,
-                                                features.peak_activation_bytes};
-  for (std::size_t index = 0; index < integers.size(); ++index) {
-    cells[index].type = SQLITE_INTEGER;
-    cells[index].integer = integers[index];
+std::array<Cell, kScalarFeatures.size()> feature_cells(const Features& features) {
+  std::array<Cell, kScalarFeatures.size()> cells;
+  for (std::size_t index = 0; index < kScalarFeatures.size(); ++index) {
+    const ScalarFeature& feature = kScalarFeatures[index];
+    if (feature.integer != nullptr) {
+      cells[index].type = SQLITE_INTEGER;
+      cells[index].integer = features.*feature.integer;
+    } else {
+      cells[index].type = SQLITE_FLOAT;
+      cells[index].real = features.*feature.real;
+    }
   }
-  cells.back().type = SQLITE_FLOAT;
-  cells.back().real = features.arithmetic_intensity;
   return cells;
 }
 
@@ -134,12 +126,14 @@ std::int64_t Store::export_measurements(std::ostream& out, ExportFormat format,
   const auto name_at = [&](std::size_t position) -> std::string {
     const auto knobs = static_cast<std::size_t>(knob_end);
     if (position < knobs) return columns[position];
-    if (position < knobs + kFeatureColumns.size()) return kFeatureColumns[position - knobs];
-    return columns[position - kFeatureColumns.size()];
+    if (position < knobs + kScalarFeatures.size()) {
+      return std::string(kScalarFeatures[position - knobs].name);
+    }
+    return columns[position - kScalarFeatures.size()];
   };
   // Last, the drift probe's latency at the middle of each measurement (docs/measurement.md,
   // "Drift probes"), from its device's probes; NULL where none lies near enough.
-  const std::size_t width = columns.size() + kFeatureColumns.size() + 1;
+  const std::size_t width = columns.size() + kScalarFeatures.size() + 1;
   const auto base_name_at = name_at;
   const auto name_of = [&](std::size_t position) -> std::string {
     return position + 1 == width ? std::string("drift_probe_ms") : base_name_at(position);
