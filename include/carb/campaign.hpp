@@ -21,13 +21,13 @@ struct Shard {
   int index = 0;
   int count = 1;
 
-  /// Parses "K/N" (0 <= K < N) or "auto" (from_environment()). Throws carb::Error (usage) on
-  /// bad text.
+  /// Parses "K/N" (0 <= K < N) or "auto" (from_environment()). Throws carb::Error (usage,
+  /// subject "shard") on bad text.
   static Shard parse(const std::string& text);
   /// The shard of this process: a Slurm array task's position in its array
   /// ((SLURM_ARRAY_TASK_ID - SLURM_ARRAY_TASK_MIN) / SLURM_ARRAY_TASK_STEP of
   /// SLURM_ARRAY_TASK_COUNT), else OMPI_COMM_WORLD_RANK of OMPI_COMM_WORLD_SIZE. Throws
-  /// carb::Error (usage) when neither is set or they do not describe a shard.
+  /// carb::Error (usage, subject "shard") when neither is set or they do not describe a shard.
   static Shard from_environment();
   /// Whether a configuration key belongs to this shard.
   bool contains(const std::string& configuration_key) const;

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 namespace carb {
 
@@ -15,18 +16,28 @@ enum class ErrorCategory {
   kRuntime,  ///< environment failure: I/O, database, driver, library
 };
 
-/// A failure the user can act on. `what()` is the one line the CLI prints.
+/// A failure the user can act on. `what()` says what is wrong in the library's own terms: it
+/// names options by their field or parameter names, never by a command-line flag.
+///
+/// `subject()` is the machine-readable name of the input at fault (an options field or a
+/// parameter, e.g. "shard", "coverage", "device"), empty when the error is about no one input.
+/// A message with a subject begins with the subject's name where that reads naturally
+/// ("shard 4/4: needs 0 <= K < N"); a front end that set the input from a flag of its own
+/// (the CLI) shows the flag in its place, or before the message when it does not begin so.
 class Error : public std::runtime_error {
  public:
-  Error(ErrorCategory category, const std::string& message)
-      : std::runtime_error(message), category_(category) {}
+  Error(ErrorCategory category, const std::string& message, std::string subject = {})
+      : std::runtime_error(message), category_(category), subject_(std::move(subject)) {}
 
   ErrorCategory category() const { return category_; }
+  /// The name of the input this error is about (an options field or parameter), or empty.
+  const std::string& subject() const { return subject_; }
   /// The process exit code for this error: 2 for usage and input, 1 for runtime.
   int exit_code() const { return category_ == ErrorCategory::kRuntime ? 1 : 2; }
 
  private:
   ErrorCategory category_;
+  std::string subject_;
 };
 
 /// Builds an input Error located at `file:line:column` (1-based; line 0 means "whole file").

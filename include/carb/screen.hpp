@@ -46,12 +46,12 @@ struct Budget {
 /// token. Throws carb::Error (input) as "origin:1:column: message" on an empty text or budget, an
 /// unknown target, a duplicate target, an operator other than <= and <, a missing or
 /// non-positive number, a missing or unknown unit, or text after a budget.
-[[nodiscard]] std::vector<Budget> parse_budgets(std::string_view text, std::string_view origin = "--budget");
+[[nodiscard]] std::vector<Budget> parse_budgets(std::string_view text, std::string_view origin = "budget");
 
 /// Parses a comma-separated, duplicate-free subset of memory, energy, latency (in the order
 /// given). Throws carb::Error (input) as "origin:1:column: message".
 [[nodiscard]] std::vector<Target> parse_objectives(std::string_view text,
-                                     std::string_view origin = "--objectives");
+                                     std::string_view origin = "objectives");
 
 // ---------------------------------------------------------------------------------------------
 // Feasibility

@@ -17,13 +17,14 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// A whole decimal integer: no spaces, no sign but '-', nothing after it.
+// A whole decimal integer: no spaces, no sign but '-', nothing after it; else a usage Error about
+// the shard (the one integer input here) that names `what`.
 int parse_int(const std::string& text, const std::string& what) {
   int value = 0;
   const char* end = text.data() + text.size();
   const auto [stop, error] = std::from_chars(text.data(), end, value);
   if (text.empty() || error != std::errc() || stop != end) {
-    throw Error(ErrorCategory::kUsage, what + " '" + text + "' is not an integer");
+    throw Error(ErrorCategory::kUsage, what + " '" + text + "' is not an integer", "shard");
   }
   return value;
 }
@@ -224,15 +225,17 @@ Shard Shard::parse(const std::string& text) {
   const std::size_t slash = text.find('/');
   if (slash == std::string::npos) {
     throw Error(ErrorCategory::kUsage,
-                "--shard '" + text + "': expected K/N (0 <= K < N, shards count from 0) or auto");
+                "shard '" + text + "': expected K/N (0 <= K < N, shards count from 0) or auto",
+                "shard");
   }
-  shard.index = parse_int(text.substr(0, slash), "--shard '" + text + "': K");
-  shard.count = parse_int(text.substr(slash + 1), "--shard '" + text + "': N");
+  shard.index = parse_int(text.substr(0, slash), "shard '" + text + "': K");
+  shard.count = parse_int(text.substr(slash + 1), "shard '" + text + "': N");
   if (shard.count < 1 || shard.index < 0 || shard.index >= shard.count) {
     throw Error(ErrorCategory::kUsage,
-                "--shard " + text + ": needs 0 <= K < N (shards count from 0: 0/" +
+                "shard " + text + ": needs 0 <= K < N (shards count from 0: 0/" +
                     std::to_string(std::max(shard.count, 1)) + " is the first of " +
-                    std::to_string(std::max(shard.count, 1)) + ")");
+                    std::to_string(std::max(shard.count, 1)) + ")",
+                "shard");
   }
   return shard;
 }
@@ -241,7 +244,7 @@ Shard Shard::from_environment() {
   const auto variable = [](const char* name) -> std::optional<int> {
     const char* value = environment(name);
     if (value == nullptr) return std::nullopt;
-    return parse_int(value, std::string("--shard auto: ") + name);
+    return parse_int(value, std::string("shard auto: ") + name);
   };
   Shard shard;
   std::string source;
@@ -249,25 +252,28 @@ Shard Shard::from_environment() {
     const auto count = variable("SLURM_ARRAY_TASK_COUNT");
     if (!count) {
       throw Error(ErrorCategory::kUsage,
-                  "--shard auto: SLURM_ARRAY_TASK_ID is set but SLURM_ARRAY_TASK_COUNT is not");
+                  "shard auto: SLURM_ARRAY_TASK_ID is set but SLURM_ARRAY_TASK_COUNT is not",
+                  "shard");
     }
     // Arrays may start anywhere and step (--array=1-16:2): the shard is the task's position.
     const int first = variable("SLURM_ARRAY_TASK_MIN").value_or(0);
     const int step = variable("SLURM_ARRAY_TASK_STEP").value_or(1);
     if (step < 1 || *task < first || (*task - first) % step != 0) {
       throw Error(ErrorCategory::kUsage,
-                  "--shard auto: SLURM_ARRAY_TASK_ID " + std::to_string(*task) +
+                  "shard auto: SLURM_ARRAY_TASK_ID " + std::to_string(*task) +
                       " is not on the array's grid (min " + std::to_string(first) + ", step " +
-                      std::to_string(step) + "); give --shard K/N");
+                      std::to_string(step) + "); give the shard as K/N",
+                  "shard");
     }
     // An array such as --array=0,5,9 is no grid: min, max and step disagree with the count.
     if (const auto last = variable("SLURM_ARRAY_TASK_MAX");
         last && (*last - first) / step + 1 != *count) {
       throw Error(ErrorCategory::kUsage,
-                  "--shard auto: the Slurm array (min " + std::to_string(first) + ", max " +
+                  "shard auto: the Slurm array (min " + std::to_string(first) + ", max " +
                       std::to_string(*last) + ", step " + std::to_string(step) +
                       ") does not have " + std::to_string(*count) +
-                      " evenly spaced tasks; give --shard K/N");
+                      " evenly spaced tasks; give the shard as K/N",
+                  "shard");
     }
     shard.index = (*task - first) / step;
     shard.count = *count;
@@ -276,21 +282,25 @@ Shard Shard::from_environment() {
     const auto size = variable("OMPI_COMM_WORLD_SIZE");
     if (!size) {
       throw Error(ErrorCategory::kUsage,
-                  "--shard auto: OMPI_COMM_WORLD_RANK is set but OMPI_COMM_WORLD_SIZE is not");
+                  "shard auto: OMPI_COMM_WORLD_RANK is set but OMPI_COMM_WORLD_SIZE is not",
+                  "shard");
     }
     shard.index = *rank;
     shard.count = *size;
     source = "OpenMPI rank " + std::to_string(*rank);
   } else {
     throw Error(ErrorCategory::kUsage,
-                "--shard auto: neither SLURM_ARRAY_TASK_ID/SLURM_ARRAY_TASK_COUNT (a Slurm job "
+                "shard auto: neither SLURM_ARRAY_TASK_ID/SLURM_ARRAY_TASK_COUNT (a Slurm job "
                 "array task) nor OMPI_COMM_WORLD_RANK/OMPI_COMM_WORLD_SIZE (an mpirun rank) is "
-                "set; give --shard K/N");
+                "set; give the shard as K/N",
+                "shard");
   }
   if (shard.count < 1 || shard.index < 0 || shard.index >= shard.count) {
     throw Error(ErrorCategory::kUsage,
-                "--shard auto: " + source + " gives shard " + std::to_string(shard.index) + " of " +
-                    std::to_string(shard.count) + " (a non-contiguous array?); give --shard K/N");
+                "shard auto: " + source + " gives shard " + std::to_string(shard.index) + " of " +
+                    std::to_string(shard.count) +
+                    " (a non-contiguous array?); give the shard as K/N",
+                "shard");
   }
   return shard;
 }

@@ -204,13 +204,14 @@ class Dispatcher {
         first = &hello;
       } else if (hello.at("fingerprint") != first->at("fingerprint")) {
         throw Error(ErrorCategory::kUsage,
-                    "--mpi: rank " + std::to_string(rank) + " measures on '" +
+                    "rank " + std::to_string(rank) + " measures on '" +
                         hello.at("fingerprint").get<std::string>() + "' but another rank on '" +
                         first->at("fingerprint").get<std::string>() +
-                        "': one campaign measures one kind of device (run one mpirun per kind)");
+                        "': one campaign measures one kind of device (run one mpirun per kind)",
+                    "mpi");
       }
     }
-    if (first == nullptr) throw Error(ErrorCategory::kRuntime, "--mpi: no measuring rank started");
+    if (first == nullptr) throw Error(ErrorCategory::kRuntime, "no measuring rank started", "mpi");
     fingerprint_ = first->at("fingerprint").get<std::string>();
     software_ = first->at("software").get<std::string>();
     summary_.device_id = first->at("device_id").get<std::string>();
@@ -378,8 +379,9 @@ CampaignSummary run_mpi_campaign(const std::vector<Config>& configs, const Campa
   summary.mpi_ranks = mpi.size();
   if (mpi.size() < 2) {
     throw Error(ErrorCategory::kUsage,
-                "--mpi needs 2 or more ranks (rank 0 hands out configurations, the others "
-                "measure): mpirun -n 3 carb profile --mpi ...");
+                "an MPI campaign needs 2 or more ranks (rank 0 hands out configurations, the "
+                "others measure), e.g. mpirun -n 3",
+                "mpi");
   }
   if (mpi.rank() != 0) {
     if (measure_for_rank_zero(options, mpi.rank())) mpi.skip_finalize();

@@ -7,8 +7,9 @@ namespace carb {
 CampaignSummary run_mpi_campaign(const std::vector<Config>&, const CampaignOptions&,
                                  const std::function<void(const CampaignProgress&)>&) {
   throw Error(ErrorCategory::kUsage,
-              "--mpi: this carb was built without MPI; rebuild with -DCARB_MPI=ON (Debian: "
-              "libopenmpi-dev)");
+              "this carb was built without MPI; rebuild with -DCARB_MPI=ON (Debian: "
+              "libopenmpi-dev)",
+              "mpi");
 }
 
 }  // namespace carb

@@ -5,6 +5,7 @@
 
 #include "carb/error.hpp"
 #include "carb/version.hpp"
+#include "errors.hpp"
 #include "verbs.hpp"
 
 int main(int argc, char** argv) {
@@ -37,7 +38,7 @@ int main(int argc, char** argv) {
     std::cerr << "carb: error: " << error.what() << " (run with --help for usage)\n";
     return 2;
   } catch (const carb::Error& error) {
-    std::cerr << "carb: error: " << error.what() << "\n";
+    std::cerr << "carb: error: " << carb::cli::error_message(error) << "\n";
     return error.exit_code();
   } catch (const std::exception& error) {
     std::cerr << "carb: internal error: " << error.what() << "\n";

@@ -18,6 +18,7 @@
 #include "carb/statistics.hpp"
 #include "carb/store.hpp"
 #include "domain.hpp"
+#include "errors.hpp"
 #include "output.hpp"
 #include "select.hpp"
 #include "verbs.hpp"
@@ -188,7 +189,7 @@ void print_distance(const Predictor& source, const std::string& source_path,
     data = dataset_from_store(store, summary.device_fingerprint, DriftMode::kOff, std::nullopt,
                               instance);
   } catch (const Error& error) {
-    std::cout << "  distance:       none measured (" << error.what() << ")\n";
+    std::cout << "  distance:       none measured (" << error_message(error) << ")\n";
     return;
   }
   std::set<std::string> keys;

@@ -92,8 +92,10 @@ ScreenSetup prepare_screen(const ScreenCommand& command) {
   if (request.rank == RankMethod::kValue && !request.value) {
     throw Error(ErrorCategory::kUsage, "--rank value needs a value to maximise");
   }
-  if (!command.budget.empty()) request.budgets = parse_budgets(command.budget);
-  if (!command.objectives.empty()) request.costs = parse_objectives(command.objectives);
+  if (!command.budget.empty()) request.budgets = parse_budgets(command.budget, "--budget");
+  if (!command.objectives.empty()) {
+    request.costs = parse_objectives(command.objectives, "--objectives");
+  }
   if (command.keep == 0 && command.keep_fraction <= 0) {
     throw Error(ErrorCategory::kUsage, "--keep must be at least 1");
   }
@@ -500,7 +502,7 @@ void run_validate(const ValidateCommand& command) {
   const Store store = Store::open(command.db);
   const auto measured = measured_by_key(store, command.device);
   const std::vector<Budget> budgets =
-      command.budget.empty() ? shortlist.budgets : parse_budgets(command.budget);
+      command.budget.empty() ? shortlist.budgets : parse_budgets(command.budget, "--budget");
 
   auto writer = make_row_writer(
       parse_format(command.format),

@@ -218,7 +218,7 @@ std::unique_ptr<WorkerProcess::Running> WorkerProcess::start(const WorkerCommand
                                                              std::int64_t memory_limit_bytes) {
   std::vector<std::string> arguments = {command.executable};
   arguments.insert(arguments.end(), command.arguments.begin(), command.arguments.end());
-  arguments.push_back("--device");
+  arguments.push_back("--device");  // flag-ok: the argument the worker verb reads, not a message
   arguments.push_back(device_id);
   std::vector<char*> argv;
   for (std::string& argument : arguments) argv.push_back(argument.data());

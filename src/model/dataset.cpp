@@ -211,8 +211,10 @@ Dataset dataset_from_store(const Store& store, std::string_view device, DriftMod
       throw Error(ErrorCategory::kInput, store.path() + ": no measurements to fit (no devices)");
     }
     if (devices.size() > 1) {
-      throw Error(ErrorCategory::kInput, store.path() + " holds " + std::to_string(devices.size()) +
-                                             " devices; choose one with --device: " + list());
+      throw Error(ErrorCategory::kInput,
+                  store.path() + " holds " + std::to_string(devices.size()) +
+                      " devices; choose one by its fingerprint: " + list(),
+                  "device");
     }
     fingerprint = devices.front().fingerprint;
   }
@@ -266,7 +268,7 @@ Dataset dataset_from_store(const Store& store, std::string_view device, DriftMod
   }
   correction.applied = correction.reason.empty();
   if (!correction.applied && drift == DriftMode::kOn) {
-    throw Error(ErrorCategory::kInput, "--drift on: " + correction.reason);
+    throw Error(ErrorCategory::kInput, "drift on: " + correction.reason, "drift");
   }
   if (correction.applied) {
     correction.probe_key = curve.probe_key;
@@ -449,7 +451,7 @@ TargetInfo parse_table_target(std::string_view text) {
       equals == std::string_view::npos ? target.name : std::string(text.substr(equals + 1));
   if (target.name.empty() || target.source.empty()) {
     throw Error(ErrorCategory::kUsage,
-                "--target '" + std::string(text) + "': expected NAME=COLUMN or COLUMN");
+                "target '" + std::string(text) + "': expected NAME=COLUMN or COLUMN", "target");
   }
   return target;
 }
@@ -487,10 +489,10 @@ std::vector<int> terciles(const std::vector<double>& values) {
 
 Dataset dataset_from_table(const CsvTable& table, const TableSpec& spec) {
   if (spec.features.empty()) {
-    throw Error(ErrorCategory::kUsage, "--features: name at least one feature column");
+    throw Error(ErrorCategory::kUsage, "features: name at least one feature column", "features");
   }
   if (spec.targets.empty())
-    throw Error(ErrorCategory::kUsage, "--target: name at least one target");
+    throw Error(ErrorCategory::kUsage, "targets: name at least one target", "targets");
   Dataset data;
   data.schema = "table";
   data.targets = spec.targets;

@@ -177,7 +177,7 @@ std::vector<std::vector<std::pair<std::string, std::vector<double>>>> Predictor:
 Predictor Predictor::fit(const Dataset& data, const FitOptions& options, FitReport* report_out) {
   const auto started = std::chrono::steady_clock::now();
   if (options.coverage <= 0 || options.coverage >= 1) {
-    throw Error(ErrorCategory::kUsage, "--coverage must be between 0 and 1 (exclusive)");
+    throw Error(ErrorCategory::kUsage, "coverage must be between 0 and 1 (exclusive)", "coverage");
   }
   auto impl = std::make_unique<Impl>();
   impl->schema = data.schema;

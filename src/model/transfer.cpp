@@ -730,7 +730,7 @@ Predictor transfer_fit(const Predictor& source_model, const Dataset& data,
   const auto started = std::chrono::steady_clock::now();
   check_compatible(source_model, data);
   if (options.coverage <= 0 || options.coverage >= 1) {
-    throw Error(ErrorCategory::kUsage, "--coverage must be between 0 and 1 (exclusive)");
+    throw Error(ErrorCategory::kUsage, "coverage must be between 0 and 1 (exclusive)", "coverage");
   }
   TransferReport report;
   report.source_device =

@@ -102,7 +102,7 @@ std::string target_label(Target target) {
 }
 
 CampaignData load_campaigns(const std::vector<std::string>& paths) {
-  if (paths.empty()) throw Error(ErrorCategory::kUsage, "give at least one --db");
+  if (paths.empty()) throw Error(ErrorCategory::kUsage, "give at least one database", "databases");
   CampaignData data;
   std::map<std::string, Pooled> pooled;
   for (const std::string& path : paths) {
@@ -168,8 +168,9 @@ const DeviceCampaign& find_device(const CampaignData& data,
     }
   }
   throw Error(ErrorCategory::kInput,
-              "--device '" + name_or_fingerprint +
-                  "' names no device; give a fingerprint or a name: " + device_list(data));
+              "device '" + name_or_fingerprint +
+                  "' names no device; give a fingerprint or a name: " + device_list(data),
+              "device");
 }
 
 Dataset device_dataset(const DeviceCampaign& device) {
@@ -205,8 +206,8 @@ std::vector<DeviceModel> device_models(const CampaignData& data,
     }
     if (!fit) {
       model.reason = given ? given_path + " is a model of " + given->device_name() +
-                                 ", and fitting one now is off (--no-fit)"
-                           : "no model given (--model), and fitting one now is off (--no-fit)";
+                                 ", and fitting one now is off"
+                           : "no model given, and fitting one now is off";
       continue;
     }
     try {

@@ -509,7 +509,7 @@ void add_transfer(Page& page, const CampaignData& data, const Characterization& 
   if (data.devices.size() < 2) {
     page.notes_transfer.push_back(
         "One device measured: transfer needs measurements of shared configurations on two "
-        "devices (give several --db, or a database holding two devices).");
+        "devices (several databases, or a database holding two devices).");
   }
   for (const DeviceTransfer& transfer : characterization.transfers) {
     const auto find = [&](const std::string& fingerprint) -> const DeviceCampaign& {
@@ -645,7 +645,8 @@ json value_axis(const ValueObjective& value) {
 void add_screening(Page& page, const ReportInput& input) {
   if (!input.screening) {
     page.notes_screening.push_back(
-        "No screening result given: pass --screening FILE (written by carb screen --json).");
+        "No screening result given: given one (the JSON a screen writes), this section shows its "
+        "front.");
     return;
   }
   const ScreeningInput& screening = *input.screening;

@@ -681,7 +681,8 @@ ScreenResult screen_result_from_json(const json& j, const std::string& origin) {
   };
   try {
     if (!j.is_object() || j.value("format", "") != kResultFormat) {
-      throw bad("not a screening result (carb screen --json writes one)");
+      throw bad("not a screening result (its \"format\" is not \"" + std::string(kResultFormat) +
+                "\")");
     }
     if (j.at("format_version").get<int>() != kResultVersion) {
       throw bad("screening result format version " + j.at("format_version").dump() +

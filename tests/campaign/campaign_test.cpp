@@ -200,6 +200,7 @@ std::string usage_error(const std::string& text) {
     Shard::parse(text);
   } catch (const Error& error) {
     EXPECT_EQ(error.exit_code(), 2) << text;
+    EXPECT_EQ(error.subject(), "shard") << text;  // the CLI names its flag for it
     return error.what();
   }
   ADD_FAILURE() << "no error for " << text;
@@ -214,10 +215,9 @@ TEST(Shard, ParsesKOfNCountingFromZero) {
     EXPECT_THROW(Shard::parse(bad), Error) << bad;
   }
   EXPECT_EQ(usage_error("4/4"),
-            "--shard 4/4: needs 0 <= K < N (shards count from 0: 0/4 is the first of 4)");
-  EXPECT_EQ(usage_error("3"),
-            "--shard '3': expected K/N (0 <= K < N, shards count from 0) or auto");
-  EXPECT_EQ(usage_error("x/4"), "--shard 'x/4': K 'x' is not an integer");
+            "shard 4/4: needs 0 <= K < N (shards count from 0: 0/4 is the first of 4)");
+  EXPECT_EQ(usage_error("3"), "shard '3': expected K/N (0 <= K < N, shards count from 0) or auto");
+  EXPECT_EQ(usage_error("x/4"), "shard 'x/4': K 'x' is not an integer");
 }
 
 TEST(Shard, AutoReadsSlurmArrays) {
@@ -242,23 +242,23 @@ TEST(Shard, AutoReadsSlurmArrays) {
       {{{"SLURM_ARRAY_TASK_ID", "9"},
         {"SLURM_ARRAY_TASK_COUNT", "3"},
         {"SLURM_ARRAY_TASK_MIN", "0"}},
-       "--shard auto: Slurm array task 9 gives shard 9 of 3 (a non-contiguous array?); give "
-       "--shard K/N"},
+       "shard auto: Slurm array task 9 gives shard 9 of 3 (a non-contiguous array?); give "
+       "the shard as K/N"},
       {{{"SLURM_ARRAY_TASK_ID", "0"},
         {"SLURM_ARRAY_TASK_COUNT", "3"},
         {"SLURM_ARRAY_TASK_MIN", "0"},
         {"SLURM_ARRAY_TASK_MAX", "9"},
         {"SLURM_ARRAY_TASK_STEP", "1"}},
-       "--shard auto: the Slurm array (min 0, max 9, step 1) does not have 3 evenly spaced "
-       "tasks; give --shard K/N"},
+       "shard auto: the Slurm array (min 0, max 9, step 1) does not have 3 evenly spaced "
+       "tasks; give the shard as K/N"},
       {{{"SLURM_ARRAY_TASK_ID", "2"}},
-       "--shard auto: SLURM_ARRAY_TASK_ID is set but SLURM_ARRAY_TASK_COUNT is not"},
+       "shard auto: SLURM_ARRAY_TASK_ID is set but SLURM_ARRAY_TASK_COUNT is not"},
       {{{"SLURM_ARRAY_TASK_ID", "two"}, {"SLURM_ARRAY_TASK_COUNT", "4"}},
-       "--shard auto: SLURM_ARRAY_TASK_ID 'two' is not an integer"},
+       "shard auto: SLURM_ARRAY_TASK_ID 'two' is not an integer"},
   };
   for (const auto& [variables, expected] : cases) {
     const ScopedEnvironment slurm(variables);
-    if (expected.starts_with("--shard")) {
+    if (expected.starts_with("shard")) {
       EXPECT_EQ(usage_error("auto"), expected);
     } else {
       EXPECT_EQ(Shard::parse("auto").name(), expected);
@@ -281,9 +281,9 @@ TEST(Shard, AutoReadsOpenMpiRanksAndFailsWithoutAnything) {
   }
   const ScopedEnvironment nothing(std::map<std::string, std::string>{});
   EXPECT_EQ(usage_error("auto"),
-            "--shard auto: neither SLURM_ARRAY_TASK_ID/SLURM_ARRAY_TASK_COUNT (a Slurm job array "
+            "shard auto: neither SLURM_ARRAY_TASK_ID/SLURM_ARRAY_TASK_COUNT (a Slurm job array "
             "task) nor OMPI_COMM_WORLD_RANK/OMPI_COMM_WORLD_SIZE (an mpirun rank) is set; give "
-            "--shard K/N");
+            "the shard as K/N");
 }
 
 TEST(Shard, ExpandsFileNames) {

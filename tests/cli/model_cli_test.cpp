@@ -140,7 +140,8 @@ TEST_F(ModelCli, EvaluatesOnItsOwnDeviceAndAcrossDevices) {
   const std::string out = testing::TempDir() + "model-cli-two.json";
   CommandResult two = run("fit --db " + other + " -o " + out);
   EXPECT_EQ(two.exit_code, 2);
-  EXPECT_NE(two.out.find("holds 2 devices; choose one with --device: other-cpu (Other CPU), "
+  EXPECT_NE(two.out.find("carb: error: --device: " + other +
+                         " holds 2 devices; choose one by its fingerprint: other-cpu (Other CPU), "
                          "third-cpu (Third CPU)"),
             std::string::npos)
       << two.out;

@@ -119,6 +119,39 @@ TEST(Table, BadCellsAndMissingColumnsNameTheirPlace) {
   EXPECT_THROW(parse_table_target("=x"), Error);
 }
 
+// Errors about an option name it by its field (the Error's subject), never by a flag.
+TEST(Table, OptionErrorsNameTheFieldAsTheirSubject) {
+  const auto error_of = [](const auto& call) -> std::pair<std::string, std::string> {
+    try {
+      call();
+    } catch (const Error& e) {
+      EXPECT_EQ(e.exit_code(), 2);
+      return {e.what(), e.subject()};
+    }
+    return {"no error", ""};
+  };
+  using Result = std::pair<std::string, std::string>;
+  EXPECT_EQ(error_of([] { (void)parse_table_target("y="); }),
+            (Result{"target 'y=': expected NAME=COLUMN or COLUMN", "target"}));
+  const CsvTable table = parse_csv(known_table(100), "t.csv");
+  TableSpec no_features = known_spec();
+  no_features.features.clear();
+  EXPECT_EQ(error_of([&] { (void)dataset_from_table(table, no_features); }),
+            (Result{"features: name at least one feature column", "features"}));
+  TableSpec no_targets = known_spec();
+  no_targets.targets.clear();
+  EXPECT_EQ(error_of([&] { (void)dataset_from_table(table, no_targets); }),
+            (Result{"targets: name at least one target", "targets"}));
+  const Dataset data = dataset_from_table(table, known_spec());
+  for (double coverage : {0.0, 1.0, 1.5}) {
+    FitOptions options;
+    options.coverage = coverage;
+    EXPECT_EQ(error_of([&] { (void)Predictor::fit(data, options, nullptr); }),
+              (Result{"coverage must be between 0 and 1 (exclusive)", "coverage"}))
+        << coverage;
+  }
+}
+
 TEST(Table, HeavyTailedFeaturesGoToLogSpace) {
   const Dataset data = dataset_from_table(parse_csv(known_table(100), "t.csv"), known_spec());
   EXPECT_EQ(data.feature_names, (std::vector<std::string>{"a", "log_b", "c", "log_batch"}));

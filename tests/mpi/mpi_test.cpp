@@ -84,8 +84,8 @@ TEST(Mpi, OneRankIsAUsageError) {
                                 keys_file(dir, 1) + " --db " + dir.file("one.sqlite") + " 2>&1");
   EXPECT_EQ(result.exit_code, 2);
   EXPECT_EQ(result.out,
-            "carb: error: --mpi needs 2 or more ranks (rank 0 hands out configurations, the "
-            "others measure): mpirun -n 3 carb profile --mpi ...\n");
+            "carb: error: --mpi: an MPI campaign needs 2 or more ranks (rank 0 hands out "
+            "configurations, the others measure), e.g. mpirun -n 3\n");
 }
 
 }  // namespace

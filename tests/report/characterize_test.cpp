@@ -364,10 +364,19 @@ TEST_F(Databases, DevicesAreFoundByFingerprintOrName) {
     FAIL() << "a name no device has must be an error";
   } catch (const Error& error) {
     EXPECT_EQ(error.exit_code(), 2);
-    EXPECT_NE(std::string(error.what())
-                  .find("names no device; give a fingerprint or a name: dev-a (Twin ["),
-              std::string::npos)
+    EXPECT_EQ(
+        std::string(error.what())
+            .find("device 'Solo ' names no device; give a fingerprint or a name: dev-a (Twin ["),
+        0U)
         << error.what();
+    EXPECT_EQ(error.subject(), "device");
+  }
+  try {
+    (void)load_campaigns({});
+    FAIL() << "no databases must be an error";
+  } catch (const Error& error) {
+    EXPECT_EQ(std::string(error.what()), "give at least one database");
+    EXPECT_EQ(error.subject(), "databases");
   }
   EXPECT_THROW(load_campaigns({testing::TempDir() + "no-such-database.sqlite"}), Error);
 }
@@ -382,7 +391,7 @@ TEST_F(Databases, CarbAccuracySaysWhyItIsMissing) {
   Characterization c = characterize(data, off);
   EXPECT_FALSE(target_of(c, Target::kLatency).carb.available);
   EXPECT_EQ(target_of(c, Target::kLatency).carb.reason,
-            "no model given (--model), and fitting one now is off (--no-fit)");
+            "no model given, and fitting one now is off");
   // Six rows are too few to fit: the fit's own reason, not an error.
   FitOptions options;
   options.threads = 1;

@@ -80,57 +80,56 @@ TEST(Budgets, ToleratesWhitespaceAndReadsStrictness) {
 
 TEST(Budgets, EveryErrorSaysWhereAndWhat) {
   EXPECT_EQ(budget_error(""),
-            "--budget:1:1: no budgets given (write e.g. energy<=75J,latency<=20ms,memory<=2GiB)");
+            "budget:1:1: no budgets given (write e.g. energy<=75J,latency<=20ms,memory<=2GiB)");
   EXPECT_EQ(budget_error("   "),
-            "--budget:1:1: no budgets given (write e.g. energy<=75J,latency<=20ms,memory<=2GiB)");
+            "budget:1:1: no budgets given (write e.g. energy<=75J,latency<=20ms,memory<=2GiB)");
   EXPECT_EQ(budget_error("energy <= 75 Jz"),
-            "--budget:1:14: unknown unit 'Jz' for energy (use J, mJ or uJ)");
+            "budget:1:14: unknown unit 'Jz' for energy (use J, mJ or uJ)");
   EXPECT_EQ(budget_error("energy<=75ms"),
-            "--budget:1:11: unknown unit 'ms' for energy (use J, mJ or uJ)");
+            "budget:1:11: unknown unit 'ms' for energy (use J, mJ or uJ)");
   EXPECT_EQ(budget_error("memory<=2 gib"),
-            "--budget:1:11: unknown unit 'gib' for memory (use B, KB, KiB, MB, MiB, GB or GiB)");
+            "budget:1:11: unknown unit 'gib' for memory (use B, KB, KiB, MB, MiB, GB or GiB)");
   EXPECT_EQ(budget_error("latency<=2.5.1ms"),
-            "--budget:1:13: unknown unit '.1ms' for latency (use s, ms or us)");
+            "budget:1:13: unknown unit '.1ms' for latency (use s, ms or us)");
   EXPECT_EQ(budget_error("latency<=20"),
-            "--budget:1:12: missing unit after '20' for latency (use s, ms or us)");
+            "budget:1:12: missing unit after '20' for latency (use s, ms or us)");
   EXPECT_EQ(budget_error("energy<=75J,latency<=20 ,memory<=1GB"),
-            "--budget:1:24: missing unit after '20' for latency (use s, ms or us)");
+            "budget:1:24: missing unit after '20' for latency (use s, ms or us)");
   EXPECT_EQ(budget_error("energy<=75J,,latency<=20ms"),
-            "--budget:1:13: empty budget (remove the extra comma)");
-  EXPECT_EQ(budget_error("energy<=75J,"), "--budget:1:13: empty budget (remove the extra comma)");
-  EXPECT_EQ(budget_error(",energy<=75J"), "--budget:1:1: empty budget (remove the extra comma)");
+            "budget:1:13: empty budget (remove the extra comma)");
+  EXPECT_EQ(budget_error("energy<=75J,"), "budget:1:13: empty budget (remove the extra comma)");
+  EXPECT_EQ(budget_error(",energy<=75J"), "budget:1:1: empty budget (remove the extra comma)");
   EXPECT_EQ(budget_error("power<=5W"),
-            "--budget:1:1: unknown target 'power' (use energy, latency or memory)");
+            "budget:1:1: unknown target 'power' (use energy, latency or memory)");
   EXPECT_EQ(budget_error("Energy<=5J"),
-            "--budget:1:1: unknown target 'Energy' (use energy, latency or memory)");
-  EXPECT_EQ(budget_error("<=5J"), "--budget:1:1: expected a target (energy, latency or memory)");
+            "budget:1:1: unknown target 'Energy' (use energy, latency or memory)");
+  EXPECT_EQ(budget_error("<=5J"), "budget:1:1: expected a target (energy, latency or memory)");
   EXPECT_EQ(budget_error("energy<=75J, energy<1J"),
-            "--budget:1:14: duplicate budget for energy (already given at column 1)");
+            "budget:1:14: duplicate budget for energy (already given at column 1)");
   EXPECT_EQ(budget_error("energy>=75J"),
-            "--budget:1:7: unsupported operator '>=' (budgets are upper limits: use <= or <)");
+            "budget:1:7: unsupported operator '>=' (budgets are upper limits: use <= or <)");
   EXPECT_EQ(budget_error("energy = 75J"),
-            "--budget:1:8: unsupported operator '=' (budgets are upper limits: use <= or <)");
+            "budget:1:8: unsupported operator '=' (budgets are upper limits: use <= or <)");
   EXPECT_EQ(budget_error("energy<==75J"),
-            "--budget:1:7: unsupported operator '<==' (budgets are upper limits: use <= or <)");
-  EXPECT_EQ(budget_error("energy 75J"), "--budget:1:8: expected <= or < after 'energy'");
-  EXPECT_EQ(budget_error("energy"), "--budget:1:7: expected <= or < after 'energy'");
-  EXPECT_EQ(budget_error("energy<=J"), "--budget:1:9: expected a number after '<=', found 'J'");
-  EXPECT_EQ(budget_error("energy< +5J"), "--budget:1:9: expected a number after '<', found '+5J'");
-  EXPECT_EQ(budget_error("energy<= "), "--budget:1:10: expected a number after '<='");
+            "budget:1:7: unsupported operator '<==' (budgets are upper limits: use <= or <)");
+  EXPECT_EQ(budget_error("energy 75J"), "budget:1:8: expected <= or < after 'energy'");
+  EXPECT_EQ(budget_error("energy"), "budget:1:7: expected <= or < after 'energy'");
+  EXPECT_EQ(budget_error("energy<=J"), "budget:1:9: expected a number after '<=', found 'J'");
+  EXPECT_EQ(budget_error("energy< +5J"), "budget:1:9: expected a number after '<', found '+5J'");
+  EXPECT_EQ(budget_error("energy<= "), "budget:1:10: expected a number after '<='");
   EXPECT_EQ(budget_error("energy<=-5J"),
-            "--budget:1:9: energy budget must be a positive finite number, found '-5'");
+            "budget:1:9: energy budget must be a positive finite number, found '-5'");
   EXPECT_EQ(budget_error("energy<=0J"),
-            "--budget:1:9: energy budget must be a positive finite number, found '0'");
+            "budget:1:9: energy budget must be a positive finite number, found '0'");
   EXPECT_EQ(budget_error("energy<=inf J"),
-            "--budget:1:9: energy budget must be a positive finite number, found 'inf'");
+            "budget:1:9: energy budget must be a positive finite number, found 'inf'");
   EXPECT_EQ(budget_error("energy<=nanJ"),
-            "--budget:1:9: energy budget must be a positive finite number, found 'nan'");
+            "budget:1:9: energy budget must be a positive finite number, found 'nan'");
   EXPECT_EQ(budget_error("energy<=1e999J"),
-            "--budget:1:9: energy budget must be a positive finite number, found '1e999'");
-  EXPECT_EQ(budget_error("memory<=1e300GiB"),
-            "--budget:1:9: memory budget 1e300GiB is out of range");
+            "budget:1:9: energy budget must be a positive finite number, found '1e999'");
+  EXPECT_EQ(budget_error("memory<=1e300GiB"), "budget:1:9: memory budget 1e300GiB is out of range");
   EXPECT_EQ(budget_error("energy<=75J latency<=20ms"),
-            "--budget:1:13: unexpected 'latency<=20ms' after the energy budget (separate budgets "
+            "budget:1:13: unexpected 'latency<=20ms' after the energy budget (separate budgets "
             "with commas)");
 }
 
@@ -154,16 +153,16 @@ TEST(Objectives, ParsesSubsetsInTheGivenOrder) {
 
 TEST(Objectives, EveryErrorSaysWhereAndWhat) {
   EXPECT_EQ(objectives_error(""),
-            "--objectives:1:1: no objectives given (write e.g. energy,latency)");
+            "objectives:1:1: no objectives given (write e.g. energy,latency)");
   EXPECT_EQ(objectives_error("energy,,latency"),
-            "--objectives:1:8: empty objective (remove the extra comma)");
+            "objectives:1:8: empty objective (remove the extra comma)");
   EXPECT_EQ(objectives_error("energy,"),
-            "--objectives:1:8: empty objective (remove the extra comma)");
+            "objectives:1:8: empty objective (remove the extra comma)");
   EXPECT_EQ(objectives_error("energy,power"),
-            "--objectives:1:8: unknown objective 'power' (use memory, energy or latency)");
+            "objectives:1:8: unknown objective 'power' (use memory, energy or latency)");
   EXPECT_EQ(objectives_error("energy latency"),
-            "--objectives:1:1: unknown objective 'energy latency' (use memory, energy or latency)");
-  EXPECT_EQ(objectives_error("energy, energy"), "--objectives:1:9: duplicate objective 'energy'");
+            "objectives:1:1: unknown objective 'energy latency' (use memory, energy or latency)");
+  EXPECT_EQ(objectives_error("energy, energy"), "objectives:1:9: duplicate objective 'energy'");
 }
 
 TEST(Targets, NamesAndUnitsRoundTrip) {
