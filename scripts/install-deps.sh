@@ -13,7 +13,7 @@ packages=(
   googletest libgtest-dev libgmock-dev
   chromium fonts-dejavu-core
   sqlite3
-  clang libclang-rt-dev
+  clang libclang-rt-dev clang-tidy
   libopenmpi-dev openmpi-bin
 )
 # Node.js with npm fetches the report's scripts; any installed node and npm will do (e.g.

@@ -28,7 +28,7 @@ enum Tag : int { kHello = 1, kWork = 2, kResult = 3 };
 
 // Work messages that are no configuration key: stop, and stop without MPI_Finalize, whose
 // collective step can wait forever for a rank that died (OpenMPI 4.1, --enable-recovery).
-constexpr std::string_view kStop = "";
+constexpr std::string_view kStop{};
 constexpr std::string_view kStopAfterLoss = "!";
 
 void send_text(const std::string& text, int to, int tag) {

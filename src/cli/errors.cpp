@@ -33,7 +33,7 @@ std::string flag_of(std::string_view subject) {
 }
 
 std::string error_message(const Error& error) {
-  const std::string message = error.what();
+  std::string message = error.what();
   const std::string& subject = error.subject();
   const std::string flag = flag_of(subject);
   if (flag.empty()) return message;

@@ -75,6 +75,7 @@ class TableWriter : public RowWriter {
       : columns_(std::move(columns)), out_(out) {}
   void row(const std::vector<Cell>& cells) override {
     std::vector<std::string> texts;
+    texts.reserve(cells.size());
     for (const Cell& cell : cells) texts.push_back(cell_text(cell));
     if (!flushed_) {
       pending_.push_back(std::move(texts));

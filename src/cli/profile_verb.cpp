@@ -121,7 +121,7 @@ std::string host_line(const nlohmann::json& host) {
 }  // namespace
 
 std::string duration_text(double seconds) {
-  const auto total = static_cast<long long>(seconds + 0.5);
+  const auto total = std::llround(seconds);
   std::ostringstream text;
   if (total >= 3600) text << total / 3600 << "h";
   if (total >= 60) text << (total % 3600) / 60 << "m";
@@ -139,7 +139,7 @@ void print_progress(const CampaignProgress& progress, bool terminal) {
                            : 0;
   std::ostringstream line;
   line << "[" << progress.finished << "/" << progress.total << "] "
-       << static_cast<int>(rate_per_min + 0.5) << "/min, ETA " << duration_text(eta_s);
+       << std::lround(rate_per_min) << "/min, ETA " << duration_text(eta_s);
   for (const auto& [status, count] : progress.by_status) line << ", " << status << " " << count;
   line << "  " << progress.last_key;
   if (terminal) {

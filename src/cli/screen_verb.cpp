@@ -491,6 +491,7 @@ void run_validate(const ValidateCommand& command) {
     for (const std::string& key : keys) options.spec_text += key + "\n";
     options.worker = {"/proc/self/exe", {"__worker"}};
     std::vector<Config> configs;
+    configs.reserve(keys.size());
     for (const std::string& key : keys) configs.push_back(parse_key(key));
     const CampaignSummary summary = run_campaign(configs, options, {});
     std::int64_t measured_now = 0;

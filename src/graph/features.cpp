@@ -17,7 +17,7 @@ int LayerCounts::total() const {
 }
 
 std::string_view to_string(LayerClass layer_class) {
-  static constexpr std::array<std::string_view, kLayerClassCount> names = {
+  static constexpr std::array<std::string_view, kLayerClassCount> kNames = {
       "conv_stem",
       "conv1x1_s1_small",
       "conv1x1_s1_medium",
@@ -35,7 +35,7 @@ std::string_view to_string(LayerClass layer_class) {
       "pool",
       "elementwise",
   };
-  return names[static_cast<std::size_t>(layer_class)];
+  return kNames[static_cast<std::size_t>(layer_class)];
 }
 
 LayerClass layer_class_of(const Network& network, const Layer& layer) {

@@ -221,6 +221,7 @@ std::unique_ptr<WorkerProcess::Running> WorkerProcess::start(const WorkerCommand
   arguments.push_back("--device");  // flag-ok: the argument the worker verb reads, not a message
   arguments.push_back(device_id);
   std::vector<char*> argv;
+  argv.reserve(arguments.size() + 1);
   for (std::string& argument : arguments) argv.push_back(argument.data());
   argv.push_back(nullptr);
 

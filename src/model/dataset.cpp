@@ -481,6 +481,7 @@ std::vector<int> terciles(const std::vector<double>& values) {
   const double first = sorted[sorted.size() / 3];
   const double second = sorted[2 * sorted.size() / 3];
   std::vector<int> tiers;
+  tiers.reserve(values.size());
   for (double value : values) tiers.push_back(value < first ? 0 : (value < second ? 1 : 2));
   return tiers;
 }

@@ -121,6 +121,7 @@ void simplex_grid(std::size_t members, int steps, std::vector<int>& current,
   if (current.size() + 1 == members) {
     const int used = std::accumulate(current.begin(), current.end(), 0);
     std::vector<double> weights;
+    weights.reserve(current.size() + 1);
     for (int c : current) weights.push_back(static_cast<double>(c) / steps);
     weights.push_back(static_cast<double>(steps - used) / steps);
     out.push_back(std::move(weights));
@@ -377,6 +378,7 @@ TargetFit fit_target(const TargetInfo& info, const Matrix& m, const std::vector<
     if (low.size() >= 10) {
       for (std::size_t j = 0; j < m.cols; ++j) {
         std::vector<double> column;
+        column.reserve(low.size());
         for (std::size_t row : low) column.push_back(m.row(row)[j]);
         strongest = std::max(strongest, std::abs(spearman(column, residuals)));
       }
@@ -400,10 +402,12 @@ TargetFit fit_target(const TargetInfo& info, const Matrix& m, const std::vector<
   // Split-conformal half-width: the ceil((n+1)(1-alpha))-th smallest calibration residual.
   const Matrix calibration_rows = select(m, calibration);
   std::vector<int> calibration_batch;
+  calibration_batch.reserve(calibration.size());
   for (std::size_t row : calibration) calibration_batch.push_back(data.batch[row]);
   const std::vector<double> calibrated =
       predict_log(model, calibration_rows, calibration_batch.data());
   std::vector<double> measured;
+  measured.reserve(calibration.size());
   for (std::size_t row : calibration) measured.push_back(y[row]);
   model.half_width = conformal_half_width(measured, calibrated, options.coverage);
   model.calibration_rows = calibration.size();
@@ -440,6 +444,7 @@ std::vector<double> out_of_fold(const TargetModel& fitted, const Matrix& m,
     model.corrector = xgb::Booster();  // the corrector is applied from the full fit below
     const Matrix held = select(m, out);
     std::vector<int> batch;
+    batch.reserve(out.size());
     for (std::size_t row : out) batch.push_back(data.batch[row]);
     std::vector<double> values = blend(model, member_predictions(model, held));
     apply_corrector(fitted, held, batch.data(), values);

@@ -328,6 +328,7 @@ Predictor Predictor::fit(const Dataset& data, const FitOptions& options, FitRepo
         if (!std::isnan(y[t][i])) scored.push_back(i);
       }
       std::vector<double> measured;
+      measured.reserve(scored.size());
       for (std::size_t i : scored) measured.push_back(data.y[t][i]);
       // FLOPs alone, log-log least squares.
       if (flops != data.feature_names.end()) {
@@ -344,6 +345,7 @@ Predictor Predictor::fit(const Dataset& data, const FitOptions& options, FitRepo
         const double slope = (n * sxy - sx * sy) / (n * sxx - sx * sx);
         const double intercept = (sy - slope * sx) / n;
         std::vector<double> predicted;
+        predicted.reserve(scored.size());
         for (std::size_t i : scored) {
           predicted.push_back(std::expm1(intercept + slope * data.row(i)[column]) / scales[t]);
         }
@@ -440,6 +442,7 @@ std::vector<MethodScores> evaluate(const Predictor& predictor, const Dataset& da
     out.push_back({"carb", target.name, score(measured, value, &low, &high)});
     for (const auto& [name, logs] : members[t]) {
       std::vector<double> values;
+      values.reserve(rows.size());
       for (std::size_t i : rows) values.push_back(logs[i]);
       out.push_back({name, target.name, score(measured, values)});
     }

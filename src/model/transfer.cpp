@@ -38,7 +38,7 @@ constexpr std::size_t kMinRowsResidualTrees = 32;
 constexpr std::size_t kMaxFolds = 10;
 constexpr std::size_t kRefitFolds = 5;
 
-const std::array<std::pair<TransferMethod, std::string_view>, 5> kMethodNames = {{
+constexpr std::array<std::pair<TransferMethod, std::string_view>, 5> kMethodNames = {{
     {TransferMethod::kScale, "scale"},
     {TransferMethod::kLogLinear, "loglinear"},
     {TransferMethod::kStructural, "structural"},
@@ -108,6 +108,7 @@ double interval_half_width(const std::vector<double>& residuals, double coverage
                            std::string* method) {
   const std::size_t n = residuals.size();
   std::vector<double> scores;
+  scores.reserve(n);
   for (double r : residuals) scores.push_back(std::abs(r));
   std::sort(scores.begin(), scores.end());
   const auto rank = static_cast<std::size_t>(std::ceil((static_cast<double>(n) + 1) * coverage));
@@ -160,6 +161,7 @@ struct Rows {
 
 double fit_scale(const Rows& rows, const std::vector<std::size_t>& use) {
   std::vector<double> residuals;
+  residuals.reserve(use.size());
   for (std::size_t i : use) residuals.push_back(rows.ly[i] - rows.s[i]);
   return median(residuals);
 }
@@ -196,9 +198,11 @@ std::pair<double, double> fit_loglinear(const Rows& rows, const std::vector<std:
   auto fit = weighted_loglinear(rows, use, w);
   for (int iteration = 0; iteration < 50; ++iteration) {
     std::vector<double> residuals;
+    residuals.reserve(use.size());
     for (std::size_t i : use) residuals.push_back(rows.ly[i] - (fit.first + fit.second * rows.s[i]));
     const double center = median(residuals);
     std::vector<double> deviations;
+    deviations.reserve(residuals.size());
     for (double r : residuals) deviations.push_back(std::abs(r - center));
     const double scale = 1.4826 * median(deviations);
     if (!(scale > 1e-9)) break;
@@ -646,8 +650,6 @@ std::shared_ptr<const TransferLayer> TransferLayer::from_json(const json& j,
 
 namespace {
 
-using model_detail::TransferMethod;
-
 bool time_like_target(const TargetInfo& info) {
   return info.name == "latency" || info.name == "energy";
 }
@@ -837,6 +839,7 @@ Predictor transfer_fit(const Predictor& source_model, const Dataset& data,
     }
     if (refit_offered) {
       std::vector<double> values;
+      values.reserve(measured.size());
       for (std::size_t i : measured) values.push_back(refit_oof[t][i]);
       if (std::none_of(values.begin(), values.end(), [](double v) { return std::isnan(v); })) {
         oof[TransferMethod::kRefit] = std::move(values);
@@ -1024,6 +1027,7 @@ std::vector<std::size_t> choose_transfer_rows(const Predictor& source, const flo
     strata[2 * bottleneck + low_batch].push_back(i);
   }
   std::vector<std::size_t> sizes;
+  sizes.reserve(strata.size());
   for (const auto& [key, members] : strata) sizes.push_back(members.size());
   const std::vector<std::size_t> share = allocate(sizes, k);
   std::mt19937_64 random(seed);

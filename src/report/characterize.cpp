@@ -124,6 +124,7 @@ void precision_of(TargetCharacterization& out, const DeviceCampaign& device) {
     return;
   }
   std::vector<double> fp32_values;
+  fp32_values.reserve(fp32.size());
   for (const auto& [key, value] : fp32) fp32_values.push_back(value);
   for (const auto& [precision, rows] : lower) {
     PrecisionEffect effect;

@@ -289,7 +289,12 @@ void add_scaling(Page& page, const CampaignData& data, const Characterization& c
                     (data.devices.size() > 1 ? " (" + device.name + ")" : "");
     }
     if (!any) continue;
-    const json valid = {{"filter", "isValid(datum." + value + ") && datum." + value + " > 0"}};
+    std::string filter = "isValid(datum.";
+    filter += value;
+    filter += ") && datum.";
+    filter += value;
+    filter += " > 0";
+    const json valid = {{"filter", filter}};
     json tooltip = key_tooltip();
     for (const char* knob :
          {"block", "depth", "width", "early_downsample", "resolution", "batch", "precision"}) {
@@ -600,7 +605,7 @@ void add_transfer(Page& page, const CampaignData& data, const Characterization& 
 
 namespace {
 
-const char* const kFrontSet = "Pareto front (shortlist)";
+constexpr const char* kFrontSet = "Pareto front (shortlist)";
 
 // One screened candidate: its key, knobs, set, value and predictions in display units.
 json screening_point(const ScreenResult& result, std::size_t i, std::size_t rank,

@@ -445,10 +445,12 @@ class Pass {
       if (meeting_[b] > 0) continue;
       const Budget& budget = request_.budgets[b];
       const std::string unit(canonical_unit(budget.target));
-      why += std::string(why.empty() ? "" : "; ") + std::string(to_string(budget.target)) +
-             " <= " + number_text(budget.limit) + " " + unit + " rules out all " +
-             std::to_string(candidates) + " configurations (closest: " + closest_[b].first +
-             " at " + number_text(closest_[b].second) + " " + unit + ")";
+      if (!why.empty()) why += "; ";
+      why += to_string(budget.target);
+      why += " <= " + number_text(budget.limit) + " " + unit;
+      why += " rules out all " + std::to_string(candidates) + " configurations";
+      why += " (closest: " + closest_[b].first;
+      why += " at " + number_text(closest_[b].second) + " " + unit + ")";
     }
     throw Error(
         ErrorCategory::kInput,

@@ -149,9 +149,10 @@ DriftCurve drift_curve(const std::vector<DriftProbeRecord>& probes,
   const std::size_t n = raw.size();
   for (std::size_t i = 0; n >= 3 && i < n; ++i) {
     const std::size_t middle = std::clamp<std::size_t>(i, 1, n - 2);
-    double three[] = {raw[middle - 1].second, raw[middle].second, raw[middle + 1].second};
-    std::sort(std::begin(three), std::end(three));
-    curve.points[i].second = three[1];
+    const double a = raw[middle - 1].second;
+    const double b = raw[middle].second;
+    const double c = raw[middle + 1].second;
+    curve.points[i].second = std::max(std::min(a, b), std::min(std::max(a, b), c));
   }
   if (reference_ms) {
     curve.reference_ms = *reference_ms;

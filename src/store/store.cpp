@@ -457,8 +457,9 @@ WriteOutcome Store::write_measurement(const MeasurementRecord& record) {
       .bind(":classes", std::int64_t{config.classes})
       .run();
 
-  static const std::string kInsert = store::insert_measurement_sql(store::measurement_columns());
-  Statement insert(db, kInsert);
+  static const std::string insert_sql =
+      store::insert_measurement_sql(store::measurement_columns());
+  Statement insert(db, insert_sql);
   insert.bind(":measurement_key", record.measurement_key)
       .bind(":configuration_key", record.configuration_key)
       .bind(":device_id", device_id)

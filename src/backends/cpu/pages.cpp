@@ -84,7 +84,7 @@ void populate_pages(void* data, std::int64_t bytes) {
   const std::uintptr_t begin = (start + page - 1) / page * page;
   const std::uintptr_t end = (start + static_cast<std::uintptr_t>(bytes)) / page * page;
   if (end > begin) {
-    ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_WRITE);
+    ::madvise(static_cast<char*>(data) + (begin - start), end - begin, MADV_POPULATE_WRITE);
   }
 #else
   (void)data;
