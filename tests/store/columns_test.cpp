@@ -165,7 +165,7 @@ TEST(StoreColumns, EveryColumnRoundTripsThroughTheStore) {
   MeasurementRecord record = store_test::make_record(0, campaign_id, 12);
   record.device_latency->converged = false;
   record.energy_j = 0.5;
-  record.energy_method = "fake-meter";
+  record.energy_method = "rapl-powercap";
   record.energy_sensor = "sensor:0";
   record.energy_null_reason.reset();
   record.energy_window_s = 1.25;
