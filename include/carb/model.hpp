@@ -393,7 +393,7 @@ struct TransferTargetReport {
   std::vector<std::pair<std::string, double>> cv_mape;
   std::size_t rows = 0;   ///< target rows fitted on
   std::size_t folds = 0;  ///< cross-validation folds
-  std::string interval;   ///< "cross-conformal" or "student-t" (too few rows for conformal)
+  std::string interval;   ///< "cross-conformal", or "student-t" (robust, pooled: too few rows)
   double half_width = 0;  ///< natural-log half-width of the intervals
 };
 

@@ -49,6 +49,16 @@ inline double quantile_of_sorted(const std::vector<double>& sorted, double fract
   return sorted[below] * (1 - weight) + sorted[above] * weight;
 }
 
+/// A standard deviation robust to outliers: 1.4826 times the median absolute deviation from the
+/// median (the factor makes it the standard deviation at the normal); 0 for no values.
+inline double robust_sd(const std::vector<double>& values) {
+  const double center = median(values);
+  std::vector<double> deviations;
+  deviations.reserve(values.size());
+  for (double v : values) deviations.push_back(std::abs(v - center));
+  return 1.4826 * median(std::move(deviations));
+}
+
 /// The arithmetic mean (left-to-right sum over the count); 0 for no values.
 inline double mean(const std::vector<double>& values) {
   return values.empty() ? 0

@@ -105,6 +105,27 @@ TEST_F(Transfer, SixteenChosenRowsBeatNoTransferAndOneFactorWithIntervalsThatCov
   EXPECT_GT(*memory.coverage, 80.0);
 }
 
+TEST_F(Transfer, OneWildRowAmongSixteenDoesNotWidenTheIntervals) {
+  const std::vector<std::size_t> chosen =
+      choose_transfer_rows(*source, intel->x.data(), intel->rows(), intel->batch.data(), 16, 2);
+  const Dataset clean = subset(*intel, chosen);
+  Dataset wild = clean;
+  wild.y[2][5] *= 3;  // one latency timed three times too slow
+  TransferOptions options;
+  options.threads = 1;
+  TransferReport clean_report, wild_report;
+  (void)transfer_fit(*source, clean, options, &clean_report);
+  (void)transfer_fit(*source, wild, options, &wild_report);
+  const TransferTargetReport& a = clean_report.targets[2];
+  const TransferTargetReport& b = wild_report.targets[2];
+  ASSERT_EQ(a.target, "latency");
+  EXPECT_NE(a.interval.find("robust"), std::string::npos) << a.interval;
+  // The sample variance's intervals more than doubled with it (log(3) = 1.1 against residuals
+  // of about 0.1); the robust scale's move by one row's rank.
+  EXPECT_GT(a.half_width, 0.05);
+  EXPECT_LT(b.half_width, 1.3 * a.half_width) << a.half_width << " " << b.half_width;
+}
+
 TEST_F(Transfer, TheModelFileRoundTripsWithItsSource) {
   const std::vector<std::size_t> chosen = every(intel->rows(), 50);
   TransferOptions options;

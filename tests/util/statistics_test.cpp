@@ -49,6 +49,15 @@ TEST(Mean, SumOverCount) {
   EXPECT_DOUBLE_EQ(mean({}), 0);
 }
 
+TEST(RobustSd, IsTheStandardDeviationAtTheNormalAndIgnoresOneOutlier) {
+  // Median 3, absolute deviations 2 1 0 1 2: their median 1, times 1.4826.
+  EXPECT_NEAR(robust_sd({1, 2, 3, 4, 5}), 1.4826, 1e-12);
+  // One wild value among five moves it by one deviation's rank, not by its size.
+  EXPECT_NEAR(robust_sd({1, 2, 3, 4, 500}), 1.4826, 1e-12);
+  EXPECT_DOUBLE_EQ(robust_sd({7, 7, 7}), 0);
+  EXPECT_DOUBLE_EQ(robust_sd({}), 0);
+}
+
 TEST(FitLine, ExactLine) {
   const LineFit fit = fit_line({0, 1, 2, 3}, {1, 3, 5, 7});
   ASSERT_TRUE(fit.valid);
