@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs what carb needs to build and test: Debian packages, and the pinned Vega-Lite scripts
+# Installs what carb needs to build and test: Debian packages (libtorch-dev for the PyTorch
+# backend, docs/torch.md, among them), and the pinned Vega-Lite scripts
 # the HTML report inlines (third_party/vega, from the npm registry through its lockfile).
 # Idempotent: packages already present are left alone, apt-get is skipped entirely when nothing
 # is missing, and npm runs only when the lockfile changed since the last install.
@@ -15,6 +16,7 @@ packages=(
   sqlite3
   clang libclang-rt-dev clang-tidy
   libopenmpi-dev openmpi-bin
+  libtorch-dev
 )
 # Node.js with npm fetches the report's scripts; any installed node and npm will do (e.g.
 # NodeSource's nodejs, which bundles npm and conflicts with Debian's npm package).

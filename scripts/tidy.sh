@@ -29,8 +29,12 @@ else
 fi
 # Only sources this build compiles have a command (CUDA sources only where CUDA was found).
 checked=()
+# libtorch 1.13's headers do not parse with clang 14 in C++20 (c10::IValue is incomplete where a
+# std::vector<IValue> is instantiated), so the PyTorch backend is left to GCC's warnings.
 for file in "${files[@]}"; do
-  if grep -q "\"file\": \"$PWD/$file\"" "$database"; then
+  if [[ "$file" == src/backends/torch/* ]]; then
+    echo "tidy: skipped $file (libtorch's headers do not parse with clang 14)"
+  elif grep -q "\"file\": \"$PWD/$file\"" "$database"; then
     checked+=("$file")
   else
     echo "tidy: skipped $file (not compiled in this build)"

@@ -40,7 +40,7 @@ struct PrecisionSupport {
 /// What a device is and what it can do, for supports() and for provenance.
 struct DeviceInfo {
   std::string id;       ///< unique among all backends' devices, e.g. "cpu:0"
-  std::string kind;     ///< "cpu" or "cuda"
+  std::string kind;     ///< "cpu" or "cuda" (the PyTorch backend's device is a "cpu": host memory and clock)
   std::string name;     ///< the hardware model, e.g. "AMD EPYC 7B13"
   std::string library;  ///< the inference library and its version, e.g. "oneDNN 2.6.3"
   std::string isa;      ///< instruction set the library's kernels use, e.g. "avx2"
@@ -186,7 +186,7 @@ class Device {
 class Backend {
  public:
   virtual ~Backend() = default;
-  /// "cpu" or "cuda".
+  /// "cpu", "cuda" or "torch".
   virtual std::string_view name() const = 0;
   virtual const std::vector<std::unique_ptr<Device>>& devices() const = 0;
   /// Why devices() is empty (no driver, no GPU, ...); empty when it lists devices.
@@ -197,8 +197,8 @@ class Backend {
 /// (runtime) when a library fails to initialise.
 std::vector<std::unique_ptr<Backend>> make_backends();
 
-/// The names of the backends in this build, in make_backends() order: "cpu", then "cuda" where
-/// the build has it.
+/// The names of the backends in this build, in make_backends() order: "cpu", then "cuda" and
+/// "torch" where the build has them.
 std::vector<std::string> backend_names();
 
 /// The backend a device id ("cuda:0") or kind ("cuda") belongs to, alone, so that measuring on

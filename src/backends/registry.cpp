@@ -7,6 +7,15 @@
 #ifdef CARB_WITH_CUDA
 #include "cuda/cuda_backend.hpp"
 #endif
+#ifdef CARB_WITH_TORCH
+#include <dlfcn.h>
+
+#include <cstdlib>
+
+#include "carb/graph.hpp"
+#include "cpu/cpu_backend.hpp"
+#include "torch/torch_backend.hpp"
+#endif
 
 namespace carb {
 
@@ -46,12 +55,78 @@ void require_support(const Config& config, const DeviceInfo& info) {
   }
 }
 
-std::vector<std::string> backend_names() {
-#ifdef CARB_WITH_CUDA
-  return {"cpu", "cuda"};
-#else
-  return {"cpu"};
+#ifdef CARB_WITH_TORCH
+namespace {
+
+// A backend compiled in whose library could not be opened here: no devices, and why.
+class UnavailableBackend final : public Backend {
+ public:
+  UnavailableBackend(std::string name, std::string why)
+      : name_(std::move(name)), why_(std::move(why)) {}
+  std::string_view name() const override { return name_; }
+  const std::vector<std::unique_ptr<Device>>& devices() const override { return none_; }
+  std::string unavailable_reason() const override { return why_; }
+
+ private:
+  std::string name_, why_;
+  std::vector<std::unique_ptr<Device>> none_;
+};
+
+// The carb functions the torch module calls, which it takes from this executable: referenced
+// here so that every executable that can open the module links them in.
+[[maybe_unused]] const void* const torch_module_needs[] = {
+    reinterpret_cast<const void*>(&build_network),
+    reinterpret_cast<const void*>(&compute_features),
+    reinterpret_cast<const void*>(&layer_name),
+    reinterpret_cast<const void*>(&generate_input),
+    reinterpret_cast<const void*>(static_cast<LayerParameters (*)(const Network&, int, std::uint64_t)>(
+        &generate_layer_parameters)),
+    reinterpret_cast<const void*>(&cpu::make_cpu_backend),
+    reinterpret_cast<const void*>(&cpu::cpu_model_name),
+    reinterpret_cast<const void*>(&cpu::effective_isa_name),
+    reinterpret_cast<const void*>(&support_for),
+    reinterpret_cast<const void*>(&require_support),
+};
+
+// Opens the module (CARB_TORCH_MODULE in the environment, else the build's) once per process
+// and never closes it: libtorch does not unload cleanly.
+std::unique_ptr<Backend> load_torch_backend() {
+  const char* override_path = std::getenv("CARB_TORCH_MODULE");
+  const std::string path =
+      override_path != nullptr && *override_path != '\0' ? override_path : CARB_TORCH_MODULE;
+  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (handle == nullptr) {
+    const char* error = dlerror();
+    return std::make_unique<UnavailableBackend>(
+        "torch", "cannot open the PyTorch backend (" + path +
+                     "): " + (error != nullptr ? error : "unknown error"));
+  }
+  using Make = Backend* (*)(char*, std::size_t);
+  auto make = reinterpret_cast<Make>(dlsym(handle, kTorchEntryPoint));
+  if (make == nullptr) {
+    return std::make_unique<UnavailableBackend>("torch", path + " has no " + kTorchEntryPoint);
+  }
+  char why[512] = {};
+  Backend* backend = make(why, sizeof why);
+  if (backend == nullptr) {
+    return std::make_unique<UnavailableBackend>("torch",
+                                                std::string("libtorch failed to start: ") + why);
+  }
+  return std::unique_ptr<Backend>(backend);
+}
+
+}  // namespace
 #endif
+
+std::vector<std::string> backend_names() {
+  std::vector<std::string> names = {"cpu"};
+#ifdef CARB_WITH_CUDA
+  names.emplace_back("cuda");
+#endif
+#ifdef CARB_WITH_TORCH
+  names.emplace_back("torch");
+#endif
+  return names;
 }
 
 std::unique_ptr<Backend> make_backend_for(std::string_view device) {
@@ -59,6 +134,9 @@ std::unique_ptr<Backend> make_backend_for(std::string_view device) {
   if (kind == "cpu") return cpu::make_cpu_backend();
 #ifdef CARB_WITH_CUDA
   if (kind == "cuda") return cuda::make_cuda_backend();
+#endif
+#ifdef CARB_WITH_TORCH
+  if (kind == "torch") return load_torch_backend();
 #endif
   std::string names;
   for (const std::string& name : backend_names()) names += (names.empty() ? "" : ", ") + name;

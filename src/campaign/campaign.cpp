@@ -43,14 +43,36 @@ const char* environment(const char* name) {
 
 namespace campaign_detail {
 
-// The device a campaign names: an exact id, or the first device of a kind.
+namespace {
+
+bool names_device(const Backend& backend, const Device& device, const std::string& wanted) {
+  return device.info().id == wanted || device.info().kind == wanted || backend.name() == wanted;
+}
+
+}  // namespace
+
+std::vector<std::unique_ptr<Backend>> backends_for(const std::string& device) {
+  const std::string kind = device.substr(0, device.find(':'));
+  const std::vector<std::string> names = backend_names();
+  if (std::find(names.begin(), names.end(), kind) == names.end()) return make_backends();
+  std::vector<std::unique_ptr<Backend>> backends;
+  backends.push_back(make_backend_for(device));
+  for (const auto& candidate : backends.front()->devices()) {
+    if (names_device(*backends.front(), *candidate, device)) return backends;
+  }
+  // Not there: every backend, so that find_device's error lists the devices there are.
+  return make_backends();
+}
+
+// The device a campaign names: an exact id, the first device of a kind, or the first device of
+// a backend ("torch").
 const Device& find_device(const std::vector<std::unique_ptr<Backend>>& backends,
                           const std::string& wanted) {
   std::string known;
   std::string without;  // backends without devices, and why
   for (const auto& backend : backends) {
     for (const auto& device : backend->devices()) {
-      if (device->info().id == wanted || device->info().kind == wanted) return *device;
+      if (names_device(*backend, *device, wanted)) return *device;
       known += (known.empty() ? "" : ", ") + device->info().id;
     }
     if (backend->devices().empty()) {
@@ -374,7 +396,7 @@ double parse_duration_s(const std::string& text) {
 }
 
 std::string device_fingerprint_of(const std::string& device) {
-  const auto backends = make_backends();
+  const auto backends = campaign_detail::backends_for(device);
   return campaign_detail::fingerprint_of(campaign_detail::find_device(backends, device).info(),
                                          read_host_info());
 }
@@ -383,7 +405,7 @@ CampaignSummary run_campaign(const std::vector<Config>& configs, const CampaignO
                              const std::function<void(const CampaignProgress&)>& progress) {
   using namespace campaign_detail;
   const auto start = Clock::now();
-  const auto backends = make_backends();
+  const auto backends = backends_for(options.device);
   const Device& device = find_device(backends, options.device);
   const DeviceInfo& info = device.info();
   const HostInfo host = read_host_info();

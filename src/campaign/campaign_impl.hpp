@@ -12,8 +12,12 @@
 
 namespace carb::campaign_detail {
 
-/// The device a campaign names: an exact id, or the first device of a kind. Throws carb::Error
-/// (usage) listing the devices there are.
+/// The backend the device name `device` belongs to, alone ("cpu:0": the CPU engine's, so that
+/// measuring on it never opens libtorch), or every backend when its kind is none of this build's
+/// (find_device then lists the devices there are).
+std::vector<std::unique_ptr<Backend>> backends_for(const std::string& device);
+/// The device a campaign names: an exact id, the first device of a kind, or the first device of
+/// a backend ("torch"). Throws carb::Error (usage) listing the devices there are.
 const Device& find_device(const std::vector<std::unique_ptr<Backend>>& backends,
                           const std::string& wanted);
 /// What identifies a device's performance: the host's CPU fingerprint, the library, threads.

@@ -86,7 +86,7 @@ class MpiSession {
 // Returns whether rank 0 said a rank was lost.
 bool measure_for_rank_zero(const CampaignOptions& options, int rank) {
   nlohmann::json hello;
-  const auto backends = make_backends();
+  const auto backends = campaign_detail::backends_for(options.device);
   const Device* device = nullptr;
   try {
     device = &find_device(backends, options.device);

@@ -153,6 +153,41 @@ TEST(ProfileCli, EnergyIsNullWithItsReasonOnThisMachine) {
   EXPECT_NE(row.find("no /sys/class/powercap"), std::string::npos) << row;
 }
 
+TEST(ProfileCli, TheTorchDeviceMeasuresIntoItsOwnDevice) {
+  const std::string devices = testing::TempDir() + "torch-devices.log";
+  ASSERT_EQ(wait_for(start("devices", devices)), 0);
+  if (slurp(devices).find("\ntorch:0 ") == std::string::npos) {
+    GTEST_SKIP() << "no torch:0 in this build: " << slurp(devices);
+  }
+  const std::string db = fresh_db("torch.sqlite");
+  const std::string keys = write_keys("torch-keys.txt", 2);
+  const std::string log = testing::TempDir() + "torch-profile.log";
+  for (const char* device : {"torch:0", "cpu:0"}) {
+    ASSERT_EQ(wait_for(start("profile --keys " + keys + " --db " + db + " --device " + device +
+                                 " --drift-probe none" + kQuick,
+                             log)),
+              0)
+        << slurp(log);
+  }
+  const std::string out = testing::TempDir() + "torch.jsonl";
+  ASSERT_EQ(wait_for(start("export --format jsonl --db " + db + " -o " + out, "/dev/null")), 0);
+  std::istringstream rows(slurp(out));
+  std::string row;
+  int torch = 0, engine = 0;
+  while (std::getline(rows, row)) {
+    EXPECT_NE(row.find("\"status\":\"ok\""), std::string::npos) << row;
+    if (row.find("|PyTorch 1.") != std::string::npos) {
+      ++torch;
+      EXPECT_NE(row.find("aten::conv2d"), std::string::npos) << row;
+    } else if (row.find("|oneDNN 2.") != std::string::npos) {
+      ++engine;
+    }
+  }
+  // The same two keys on two devices: four rows, never pooled as one device's.
+  EXPECT_EQ(torch, 2);
+  EXPECT_EQ(engine, 2);
+}
+
 TEST(ProfileCli, BadInputIsOneLineAndExitTwo) {
   for (const char* name : {"SLURM_ARRAY_TASK_ID", "SLURM_ARRAY_TASK_COUNT", "OMPI_COMM_WORLD_RANK",
                            "OMPI_COMM_WORLD_SIZE"}) {

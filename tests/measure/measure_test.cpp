@@ -16,8 +16,8 @@ namespace carb {
 namespace {
 
 const Device& cpu_device() {
-  static const auto backends = make_backends();
-  return *backends.front()->devices().front();
+  static const auto backend = make_backend_for("cpu");
+  return *backend->devices().front();
 }
 
 using testing::kTinyKey;

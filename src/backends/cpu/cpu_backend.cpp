@@ -40,19 +40,6 @@ std::string_view isa_name(dnnl::cpu_isa isa) {
   return "unknown";
 }
 
-// The processor's model name from /proc/cpuinfo; informational, so a missing file is no error.
-std::string cpu_model_name() {
-  std::ifstream cpuinfo("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(cpuinfo, line)) {
-    if (line.rfind("model name", 0) == 0) {
-      const std::size_t colon = line.find(':');
-      if (colon != std::string::npos && colon + 2 <= line.size()) return line.substr(colon + 2);
-    }
-  }
-  return "unknown CPU";
-}
-
 std::string library_version() {
   const dnnl_version_t* version = dnnl::version();
   return "oneDNN " + std::to_string(version->major) + "." + std::to_string(version->minor) + "." +
@@ -125,6 +112,21 @@ class CpuBackend final : public Backend {
 };
 
 }  // namespace
+
+// Informational, so a missing /proc/cpuinfo is no error.
+std::string cpu_model_name() {
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(cpuinfo, line)) {
+    if (line.rfind("model name", 0) == 0) {
+      const std::size_t colon = line.find(':');
+      if (colon != std::string::npos && colon + 2 <= line.size()) return line.substr(colon + 2);
+    }
+  }
+  return "unknown CPU";
+}
+
+std::string effective_isa_name() { return std::string(isa_name(dnnl::get_effective_cpu_isa())); }
 
 std::unique_ptr<Backend> make_cpu_backend() { return std::make_unique<CpuBackend>(); }
 

@@ -4,6 +4,7 @@
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include <memory>
+#include <string>
 
 #include "carb/backend.hpp"
 #include "pages.hpp"
@@ -13,6 +14,11 @@ namespace carb::cpu {
 /// The oneDNN CPU backend. Threads: oneDNN's OpenMP runtime uses OMP_NUM_THREADS (default: every
 /// core the process may run on); DNNL_MAX_CPU_ISA caps the instruction set it dispatches to.
 std::unique_ptr<Backend> make_cpu_backend();
+
+/// The processor's model name (/proc/cpuinfo), "unknown CPU" where it cannot be read.
+std::string cpu_model_name();
+/// The instruction set oneDNN dispatches to on this processor, e.g. "avx512_core_bf16".
+std::string effective_isa_name();
 
 /// What preparing `network` on `engine` would take (MemoryUsage as the session reports it),
 /// from oneDNN's primitive descriptions and the arena plan alone: nothing allocated or generated.

@@ -1,0 +1,322 @@
+// The PyTorch backend: carb's IR run by ATen's eager operators, one operator per IR layer, as
+// torchvision's ResNet forward() calls them (conv2d, batch_norm in eval, relu_ in place, add_ in
+// place for the residual sum, max_pool2d, adaptive_avg_pool2d, flatten and linear), under
+// c10::InferenceMode with autograd off. Parameters come from generate_layer_parameters, so the
+// output matches the float64 reference (tests/backends/conformance_test.cpp) and carb's engines.
+#include "torch/torch_backend.hpp"
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <c10/core/InferenceMode.h>
+#include <omp.h>
+#include <torch/csrc/api/include/torch/version.h>
+
+#include <algorithm>
+#include <array>
+#include <cstdio>
+#include <cstring>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "carb/error.hpp"
+#include "cpu/cpu_backend.hpp"
+
+namespace carb::torch_backend {
+
+namespace {
+
+std::string framework_version() {
+  return "PyTorch " + std::to_string(TORCH_VERSION_MAJOR) + "." +
+         std::to_string(TORCH_VERSION_MINOR) + "." + std::to_string(TORCH_VERSION_PATCH);
+}
+
+// A setting of libtorch's build from at::show_config() ("BLAS_INFO" -> "generic"), "unknown"
+// where it does not say.
+std::string build_setting(const std::string& name) {
+  const std::string config = at::show_config();
+  const std::size_t where = config.find(name + "=");
+  if (where == std::string::npos) return "unknown";
+  const std::size_t start = where + name.size() + 1;
+  return config.substr(start, config.find_first_of(",\n", start) - start);
+}
+
+// A float tensor of `shape` holding a copy of `values`.
+at::Tensor tensor_of(const std::vector<float>& values, const std::vector<std::int64_t>& shape) {
+  at::Tensor out = at::empty(shape, at::TensorOptions().dtype(at::kFloat));
+  CARB_CHECK(static_cast<std::size_t>(out.numel()) == values.size(),
+             "parameter size matches its tensor");
+  std::memcpy(out.data_ptr<float>(), values.data(), values.size() * sizeof(float));
+  return out;
+}
+
+// ATen's errors as carb's: its allocator's failure as std::bad_alloc (a measurement's "oom"
+// status), anything else a runtime error of one line (ATen appends a C++ backtrace).
+[[noreturn]] void rethrow(const c10::Error& error) {
+  const std::string message = error.what_without_backtrace();
+  if (message.find("can't allocate memory") != std::string::npos) throw std::bad_alloc();
+  throw Error(ErrorCategory::kRuntime, "libtorch: " + message.substr(0, message.find('\n')));
+}
+
+// The ATen operator run() calls for each LayerKind, in the enum's order.
+constexpr std::array<const char*, kLayerKindCount> kOperators = {
+    "conv2d", "batch_norm", "relu", "add", "max_pool2d", "adaptive_avg_pool2d", "linear"};
+
+// One IR layer's parameters as ATen tensors (undefined where the layer has none).
+struct LayerTensors {
+  at::Tensor weight, bias, running_mean, running_var;
+};
+
+class TorchSession final : public Session {
+ public:
+  TorchSession(Network network, std::uint64_t seed) : network_(std::move(network)) {
+    c10::InferenceMode guard;
+    // bf16 as `model.to(torch.bfloat16)` makes it: every parameter and the input in bf16.
+    const at::ScalarType dtype =
+        network_.config.precision == Precision::kBf16 ? at::kBFloat16 : at::kFloat;
+    const std::size_t layers = network_.layers.size();
+    parameters_.resize(layers);
+    for (std::size_t i = 0; i < layers; ++i) {
+      const Layer& layer = network_.layers[i];
+      if (layer.kind != LayerKind::kConv && layer.kind != LayerKind::kBatchNorm &&
+          layer.kind != LayerKind::kFullyConnected) {
+        continue;
+      }
+      const LayerParameters p = generate_layer_parameters(network_, static_cast<int>(i), seed);
+      const Shape& in = network_.tensors[static_cast<std::size_t>(layer.inputs[0])];
+      const Shape& out = network_.tensors[static_cast<std::size_t>(layer.output)];
+      LayerTensors& t = parameters_[i];
+      if (layer.kind == LayerKind::kConv) {
+        t.weight = tensor_of(p.weight, {out.c, in.c, layer.kernel, layer.kernel});
+        if (layer.bias) t.bias = tensor_of(p.bias, {out.c});
+      } else if (layer.kind == LayerKind::kBatchNorm) {
+        t.weight = tensor_of(p.weight, {out.c});
+        t.bias = tensor_of(p.bias, {out.c});
+        t.running_mean = tensor_of(p.running_mean, {out.c});
+        t.running_var = tensor_of(p.running_var, {out.c});
+      } else {
+        t.weight = tensor_of(p.weight, {out.c, in.c});
+        t.bias = tensor_of(p.bias, {out.c});
+      }
+      for (at::Tensor* tensor : {&t.weight, &t.bias, &t.running_mean, &t.running_var}) {
+        if (!tensor->defined()) continue;
+        if (dtype != at::kFloat) *tensor = tensor->to(dtype);
+        weight_bytes_ += static_cast<std::int64_t>(tensor->nbytes());
+      }
+    }
+    // Each tensor is released after the last layer that reads it, as eager Python frees it.
+    last_use_.assign(network_.tensors.size(), -1);
+    for (std::size_t i = 0; i < layers; ++i) {
+      const Layer& layer = network_.layers[i];
+      for (int k = 0; k < layer.input_count(); ++k) {
+        last_use_[static_cast<std::size_t>(layer.inputs[static_cast<std::size_t>(k)])] =
+            static_cast<int>(i);
+      }
+    }
+    const Shape& shape = network_.tensors[static_cast<std::size_t>(network_.input)];
+    input_ = tensor_of(generate_input(network_, seed), {shape.n, shape.c, shape.h, shape.w});
+    if (dtype != at::kFloat) input_ = input_.to(dtype);
+    values_.resize(network_.tensors.size());
+  }
+
+  void run() override {
+    try {
+      forward();
+    } catch (const c10::Error& error) {
+      rethrow(error);
+    }
+  }
+
+  // ATen's CPU operators return when their work is done.
+  void sync() override {}
+
+ private:
+  void forward() {
+    c10::InferenceMode guard;
+    values_[static_cast<std::size_t>(network_.input)] = input_;
+    for (std::size_t i = 0; i < network_.layers.size(); ++i) {
+      const Layer& layer = network_.layers[i];
+      const LayerTensors& p = parameters_[i];
+      at::Tensor& x = values_[static_cast<std::size_t>(layer.inputs[0])];
+      // In place only where nothing reads the input later (torchvision's relu(inplace=True) and
+      // `out += identity` never overwrite a tensor still needed).
+      const bool in_place = layer.in_place && last_use_[static_cast<std::size_t>(layer.inputs[0])] ==
+                                                  static_cast<int>(i) &&
+                            layer.inputs[0] != network_.input;
+      at::Tensor y;
+      switch (layer.kind) {
+        case LayerKind::kConv:
+          y = at::conv2d(x, p.weight, p.bias, {layer.stride, layer.stride},
+                         {layer.padding, layer.padding});
+          break;
+        case LayerKind::kBatchNorm:
+          y = at::batch_norm(x, p.weight, p.bias, p.running_mean, p.running_var, false, 0.1,
+                             kBatchNormEpsilon, true);
+          break;
+        case LayerKind::kRelu:
+          y = in_place ? at::relu_(x) : at::relu(x);
+          break;
+        case LayerKind::kAdd: {
+          const at::Tensor& other = values_[static_cast<std::size_t>(layer.inputs[1])];
+          y = in_place ? x.add_(other) : at::add(x, other);
+          break;
+        }
+        case LayerKind::kMaxPool:
+          y = at::max_pool2d(x, {layer.kernel, layer.kernel}, {layer.stride, layer.stride},
+                             {layer.padding, layer.padding});
+          break;
+        case LayerKind::kGlobalAvgPool:
+          y = at::adaptive_avg_pool2d(x, {1, 1});
+          break;
+        case LayerKind::kFullyConnected:
+          y = at::linear(at::flatten(x, 1), p.weight, p.bias);
+          break;
+      }
+      values_[static_cast<std::size_t>(layer.output)] = std::move(y);
+      for (int k = 0; k < layer.input_count(); ++k) {
+        const auto id = static_cast<std::size_t>(layer.inputs[static_cast<std::size_t>(k)]);
+        if (last_use_[id] == static_cast<int>(i) && static_cast<int>(id) != network_.output) {
+          values_[id] = at::Tensor();
+        }
+      }
+    }
+    output_ = values_[static_cast<std::size_t>(network_.output)];
+    values_[static_cast<std::size_t>(network_.output)] = at::Tensor();
+    values_[static_cast<std::size_t>(network_.input)] = at::Tensor();
+  }
+
+ public:
+  const Network& network() const override { return network_; }
+
+  // Weights: the parameter tensors; activations: the tensors a forward pass holds at once at
+  // its peak, input included (compute_features' peak_activation_bytes: the same release order).
+  // ATen's operator-internal buffers (oneDNN reorders, im2col) are not tensors the session holds
+  // and are not counted; the measured process RSS is.
+  MemoryUsage memory() const override {
+    MemoryUsage usage;
+    usage.weight_bytes = weight_bytes_;
+    usage.activation_bytes = compute_features(network_).peak_activation_bytes;
+    usage.peak_bytes = usage.steady_bytes();
+    return usage;
+  }
+
+  std::vector<KernelInfo> kernels() const override {
+    std::vector<KernelInfo> out;
+    out.reserve(network_.layers.size());
+    for (const Layer& layer : network_.layers) {
+      out.push_back({layer_name(layer),
+                     std::string("aten::") + kOperators[static_cast<std::size_t>(layer.kind)]});
+    }
+    return out;
+  }
+
+  nlohmann::json details() const override {
+    return {{"framework", framework_version()},
+            {"api", "ATen eager operators (libtorch C++), one per IR layer"},
+            {"inference_mode", true},
+            {"threads", at::get_num_threads()},
+            {"interop_threads", at::get_num_interop_threads()},
+            {"mkldnn", at::globalContext().userEnabledMkldnn()},
+            {"blas", build_setting("BLAS_INFO")},
+            {"parallel", at::get_parallel_info()}};
+  }
+
+  void set_input(std::span<const float> values) override {
+    if (static_cast<std::int64_t>(values.size()) != input_.numel()) {
+      throw Error(ErrorCategory::kInput, "input has " + std::to_string(values.size()) +
+                                             " values; the network takes " +
+                                             std::to_string(input_.numel()));
+    }
+    c10::InferenceMode guard;  // the input is an inference tensor: updated only in that mode
+    const at::Tensor copy = at::from_blob(const_cast<float*>(values.data()), input_.sizes(),
+                                          at::TensorOptions().dtype(at::kFloat));
+    input_.copy_(copy);  // converts to the session's precision
+  }
+
+  std::vector<float> read_output() override {
+    if (!output_.defined()) throw Error(ErrorCategory::kRuntime, "no forward pass has run yet");
+    const at::Tensor flat = output_.to(at::kFloat).contiguous().reshape({-1});
+    const float* data = flat.data_ptr<float>();
+    return {data, data + flat.numel()};
+  }
+
+ private:
+  Network network_;
+  std::vector<LayerTensors> parameters_;
+  std::vector<int> last_use_;
+  std::vector<at::Tensor> values_;
+  at::Tensor input_, output_;
+  std::int64_t weight_bytes_ = 0;
+};
+
+// bf16 where carb's CPU engine runs it (the same oneDNN kernels underneath), for its reason.
+PrecisionSupport cpu_bf16_support() {
+  const auto cpu = cpu::make_cpu_backend();
+  for (const PrecisionSupport& p : cpu->devices().at(0)->info().precisions) {
+    if (p.precision == Precision::kBf16) return p;
+  }
+  return {Precision::kBf16, false, "bf16 support unknown"};
+}
+
+class TorchDevice final : public Device {
+ public:
+  TorchDevice() {
+    at::set_num_threads(omp_get_max_threads());
+    info_.id = "torch:0";
+    info_.kind = "cpu";  // host memory, the host's clock and its energy meter
+    info_.name = cpu::cpu_model_name();
+    // Which kernels ATen picks depends on these: with mkldnn on it runs most convolutions
+    // through oneDNN; the rest (Debian's: batch 1 with 3x3 kernels on small inputs) through
+    // im2col and the BLAS it was built with.
+    info_.library = framework_version() + " (ATen eager, mkldnn " +
+                    (at::globalContext().userEnabledMkldnn() ? "on" : "off") + ", BLAS " +
+                    build_setting("BLAS_INFO") + ")";
+    info_.isa = cpu::effective_isa_name();
+    info_.threads = at::get_num_threads();
+    info_.precisions = {
+        {Precision::kFp32, true, {}},
+        {Precision::kFp16, false, "fp16 is not supported by the PyTorch backend on CPU"},
+        cpu_bf16_support(),
+    };
+  }
+
+  const DeviceInfo& info() const override { return info_; }
+
+  Support supports(const Config& config) const override { return support_for(config, info_); }
+
+  std::unique_ptr<Session> prepare(const Config& config, std::uint64_t seed,
+                                   const SessionOptions&) const override {
+    require_support(config, info_);
+    try {
+      return std::make_unique<TorchSession>(build_network(config), seed);
+    } catch (const c10::Error& error) {
+      rethrow(error);
+    }
+  }
+
+ private:
+  DeviceInfo info_;
+};
+
+class TorchBackend final : public Backend {
+ public:
+  TorchBackend() { devices_.push_back(std::make_unique<TorchDevice>()); }
+  std::string_view name() const override { return "torch"; }
+  const std::vector<std::unique_ptr<Device>>& devices() const override { return devices_; }
+
+ private:
+  std::vector<std::unique_ptr<Device>> devices_;
+};
+
+}  // namespace
+
+}  // namespace carb::torch_backend
+
+extern "C" carb::Backend* carb_torch_make_backend(char* why, std::size_t why_size) {
+  try {
+    return new carb::torch_backend::TorchBackend();
+  } catch (const std::exception& error) {
+    if (why != nullptr && why_size > 0) std::snprintf(why, why_size, "%s", error.what());
+    return nullptr;
+  }
+}

@@ -1,0 +1,154 @@
+// The PyTorch (libtorch) device, where the build has it: what it says it is, what it refuses,
+// memory accounting, determinism, input and output, and that it computes what carb's own CPU
+// engine computes (tests/backends/conformance_test.cpp compares both with the float64 reference).
+#include <gtest/gtest.h>
+
+#include <stdlib.h>
+
+#include <algorithm>
+#include <cmath>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "carb/backend.hpp"
+#include "carb/error.hpp"
+#include "carb/graph.hpp"
+#include "reference.hpp"
+
+namespace carb {
+namespace {
+
+constexpr std::uint64_t kSeed = 7;
+
+bool built_with_torch() {
+  const std::vector<std::string> names = backend_names();
+  return std::find(names.begin(), names.end(), "torch") != names.end();
+}
+
+// Skips where the build has no PyTorch backend (LeftOutOfThisBuild checks that case).
+class TorchDeviceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!built_with_torch()) GTEST_SKIP() << "this build has no PyTorch backend";
+    backend_ = make_backend_for("torch");
+    ASSERT_FALSE(backend_->devices().empty()) << backend_->unavailable_reason();
+    device_ = backend_->devices().front().get();
+  }
+  std::unique_ptr<Backend> backend_;
+  const Device* device_ = nullptr;
+};
+
+TEST_F(TorchDeviceTest, IsAHostDeviceOfItsOwnEngine) {
+  EXPECT_EQ(backend_->name(), "torch");
+  const DeviceInfo& info = device_->info();
+  EXPECT_EQ(info.id, "torch:0");
+  EXPECT_EQ(info.kind, "cpu");
+  EXPECT_EQ(info.library.rfind("PyTorch 1.", 0), 0u) << info.library;
+  EXPECT_GE(info.threads, 1);
+  // Its engine fingerprint is never the oneDNN engine's, so campaigns never pool the two.
+  const auto cpu = make_backend_for("cpu");
+  EXPECT_NE(engine_fingerprint(info), engine_fingerprint(cpu->devices().at(0)->info()));
+  EXPECT_TRUE(built_with_torch());
+}
+
+TEST_F(TorchDeviceTest, RunsBf16WhereTheCpuEngineDoesAndNeverFp16) {
+  const Config bf16 = parse_key("basic10_w0.25_ds_r32_b1_bf16");
+  const auto cpu = make_backend_for("cpu");
+  const Support engine = cpu->devices().at(0)->supports(bf16);
+  const Support torch = device_->supports(bf16);
+  EXPECT_EQ(torch.supported, engine.supported);
+  EXPECT_EQ(torch.reason, engine.reason);
+  const Support fp16 = device_->supports(parse_key("basic10_w0.25_ds_r32_b1_fp16"));
+  EXPECT_FALSE(fp16.supported);
+  EXPECT_NE(fp16.reason.find("fp16"), std::string::npos) << fp16.reason;
+  EXPECT_THROW((void)device_->prepare(parse_key("basic10_w0.25_ds_r32_b1_fp16"), kSeed), Error);
+}
+
+TEST_F(TorchDeviceTest, SameOutputAsTheCpuEngineAndTheSameBitsOnEveryRun) {
+  const Config config = parse_key("bottleneck26_w0.25_nods_r33_b2_fp32_k10");
+  const auto session = device_->prepare(config, kSeed);
+  session->run();
+  session->sync();
+  const std::vector<float> first = session->read_output();
+  session->run();
+  EXPECT_EQ(session->read_output(), first);  // nothing left over from the last run
+
+  const auto cpu = make_backend_for("cpu");
+  const auto engine = cpu->devices().at(0)->prepare(config, kSeed);
+  engine->run();
+  engine->sync();
+  const std::vector<float> theirs = engine->read_output();
+  ASSERT_EQ(first.size(), theirs.size());
+  std::vector<double> reference(theirs.begin(), theirs.end());
+  EXPECT_LE(testing::relative_error(first, reference), 1e-4);
+}
+
+TEST_F(TorchDeviceTest, ANewInputGivesTheReferencesOutputForIt) {
+  const Config config = parse_key("basic10_w0.25_ds_r32_b2_fp32_k10");
+  const auto session = device_->prepare(config, kSeed);
+  std::vector<float> input = generate_input(session->network(), kSeed + 1);
+  session->set_input(input);
+  session->run();
+  const std::vector<double> reference =
+      testing::reference_forward(session->network(), kSeed, input);
+  EXPECT_LE(testing::relative_error(session->read_output(), reference), 1e-4);
+  EXPECT_THROW(session->set_input(std::vector<float>(3)), Error);
+}
+
+TEST_F(TorchDeviceTest, MemoryIsItsParameterTensorsAndEagerPeakOfActivations) {
+  const Config config = parse_key("bottleneck26_w0.5_ds_r64_b4_fp32");
+  const auto session = device_->prepare(config, kSeed);
+  const Network& network = session->network();
+  const Features features = compute_features(network);
+  // Parameters plus the batch norms' running statistics (two per channel), four bytes each.
+  std::int64_t running = 0;
+  for (const Layer& layer : network.layers) {
+    if (layer.kind == LayerKind::kBatchNorm) {
+      running += 2 * network.tensors[static_cast<std::size_t>(layer.output)].c;
+    }
+  }
+  const MemoryUsage usage = session->memory();
+  EXPECT_EQ(usage.weight_bytes, features.param_bytes + 4 * running);
+  EXPECT_EQ(usage.activation_bytes, features.peak_activation_bytes);
+  EXPECT_EQ(usage.peak_bytes, usage.steady_bytes());
+  const auto kernels = session->kernels();
+  ASSERT_EQ(kernels.size(), network.layers.size());
+  EXPECT_EQ(kernels.front().implementation, "aten::conv2d");
+  EXPECT_EQ(kernels.back().name, "fc");
+  EXPECT_EQ(session->details().at("inference_mode"), true);
+  if (device_->supports(parse_key("bottleneck26_w0.5_ds_r64_b4_bf16")).supported) {
+    const auto half = device_->prepare(parse_key("bottleneck26_w0.5_ds_r64_b4_bf16"), kSeed);
+    EXPECT_EQ(2 * half->memory().weight_bytes, usage.weight_bytes);  // two bytes a value
+  }
+}
+
+TEST_F(TorchDeviceTest, ReadingBeforeAnyRunIsAnError) {
+  const auto session = device_->prepare(parse_key("basic10_w0.25_ds_r32_b1_fp32_k10"), kSeed);
+  EXPECT_THROW((void)session->read_output(), Error);
+}
+
+TEST(TorchDevice, AModuleThatCannotBeOpenedIsABackendWithoutDevicesThatSaysWhy) {
+  if (!built_with_torch()) GTEST_SKIP() << "this build has no PyTorch backend";
+  ::setenv("CARB_TORCH_MODULE", "/nonexistent/libcarb_torch.so", 1);
+  const auto backend = make_backend_for("torch");
+  ::unsetenv("CARB_TORCH_MODULE");
+  EXPECT_EQ(backend->name(), "torch");
+  EXPECT_TRUE(backend->devices().empty());
+  EXPECT_NE(backend->unavailable_reason().find("/nonexistent/libcarb_torch.so"), std::string::npos)
+      << backend->unavailable_reason();
+}
+
+TEST(TorchDevice, LeftOutOfThisBuildIsAUsageErrorNamingTheBackends) {
+  if (built_with_torch()) GTEST_SKIP() << "this build has the PyTorch backend";
+  try {
+    (void)make_backend_for("torch:0");
+    FAIL() << "no error";
+  } catch (const Error& error) {
+    EXPECT_EQ(error.category(), ErrorCategory::kUsage);
+    EXPECT_NE(std::string(error.what()).find("backends are cpu"), std::string::npos)
+        << error.what();
+  }
+}
+
+}  // namespace
+}  // namespace carb
