@@ -340,7 +340,8 @@ void add_profile_verbs(CLI::App& app) {
   profile->add_option("--spec", options->selection.spec, "design-space spec (YAML)");
   profile->add_option("--keys", options->selection.keys_file,
                       "file with one configuration key per line");
-  profile->add_option("--device", options->device, "device id or kind (default cpu)");
+  profile->add_option("--device", options->device,
+                      "device id, kind or backend, e.g. cpu, cuda:1, torch (default cpu)");
   profile
       ->add_option("--db", options->db,
                    "SQLite database to write (created if missing); {shard} and {shards} "
