@@ -40,7 +40,8 @@ struct PrecisionSupport {
 /// What a device is and what it can do, for supports() and for provenance.
 struct DeviceInfo {
   std::string id;       ///< unique among all backends' devices, e.g. "cpu:0"
-  std::string kind;     ///< "cpu" or "cuda" (the PyTorch backend's device is a "cpu": host memory and clock)
+  /// "cpu" or "cuda"; the PyTorch backend's device is a "cpu" (host memory, clock and meter)
+  std::string kind;
   std::string name;     ///< the hardware model, e.g. "AMD EPYC 7B13"
   std::string library;  ///< the inference library and its version, e.g. "oneDNN 2.6.3"
   std::string isa;      ///< instruction set the library's kernels use, e.g. "avx2"

@@ -79,8 +79,9 @@ class UnavailableBackend final : public Backend {
     reinterpret_cast<const void*>(&compute_features),
     reinterpret_cast<const void*>(&layer_name),
     reinterpret_cast<const void*>(&generate_input),
-    reinterpret_cast<const void*>(static_cast<LayerParameters (*)(const Network&, int, std::uint64_t)>(
-        &generate_layer_parameters)),
+    reinterpret_cast<const void*>(
+        static_cast<LayerParameters (*)(const Network&, int, std::uint64_t)>(
+            &generate_layer_parameters)),
     reinterpret_cast<const void*>(&cpu::make_cpu_backend),
     reinterpret_cast<const void*>(&cpu::cpu_model_name),
     reinterpret_cast<const void*>(&cpu::effective_isa_name),
