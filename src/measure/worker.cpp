@@ -1,6 +1,7 @@
 // Per-configuration isolation: the parent starts a worker process, sends it configurations one
 // at a time, reads each JSON result and turns a crash, a kill or a timeout into a status row.
 #include <fcntl.h>
+#include <malloc.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -329,7 +330,14 @@ int worker_main(const std::string& device_id) {
       // of it the configuration leaves unused stays resident and untouched throughout: not part
       // of its peak. So peak - baseline counts the bytes a fresh process would.
       const std::int64_t kept_bytes = device->kept_memory_bytes();
-      if (measured > 0) reset_peak_rss(&no_reset);
+      // What the configurations before freed, glibc keeps resident for the next allocations
+      // (libtorch's tensors and oneDNN's scratch come from malloc): handed back to the system
+      // first, the next configuration's allocations fault in pages again and count in its peak,
+      // as in a fresh process, rather than disappear into the baseline.
+      if (measured > 0) {
+        ::malloc_trim(0);
+        reset_peak_rss(&no_reset);
+      }
       Measurement measurement =
           measure_configuration(*device, config, protocol, *meter, monitor.get());
       const std::int64_t unused_bytes = device->kept_memory_unused_bytes();
