@@ -72,13 +72,20 @@ class UnavailableBackend final : public Backend {
   std::vector<std::unique_ptr<Device>> none_;
 };
 
+}  // namespace
+
 // The carb functions the torch module calls, which it takes from this executable: referenced
-// here so that every executable that can open the module links them in.
-[[maybe_unused]] const void* const torch_module_needs[] = {
+// here so that every executable that can open the module links them in. Of external linkage, so
+// that the compiler keeps the table and its references (an unused table of internal linkage is
+// optimised away, and an executable that calls none of them itself, bench_torch_overhead, then
+// linked without compute_features).
+extern const void* const torch_module_needs[];
+const void* const torch_module_needs[] = {
     reinterpret_cast<const void*>(&build_network),
     reinterpret_cast<const void*>(&compute_features),
     reinterpret_cast<const void*>(&layer_name),
     reinterpret_cast<const void*>(&generate_input),
+    reinterpret_cast<const void*>(&layer_parameter_sizes),
     reinterpret_cast<const void*>(
         static_cast<LayerParameters (*)(const Network&, int, std::uint64_t)>(
             &generate_layer_parameters)),
@@ -88,6 +95,8 @@ class UnavailableBackend final : public Backend {
     reinterpret_cast<const void*>(&support_for),
     reinterpret_cast<const void*>(&require_support),
 };
+
+namespace {
 
 // Opens the module (CARB_TORCH_MODULE in the environment, else the build's) once per process
 // and never closes it: libtorch does not unload cleanly.

@@ -8,7 +8,9 @@
 #include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "carb/backend.hpp"
 #include "carb/error.hpp"
@@ -120,6 +122,22 @@ TEST_F(TorchDeviceTest, MemoryIsItsParameterTensorsAndEagerPeakOfActivations) {
     const auto half = device_->prepare(parse_key("bottleneck26_w0.5_ds_r64_b4_bf16"), kSeed);
     EXPECT_EQ(2 * half->memory().weight_bytes, usage.weight_bytes);  // two bytes a value
   }
+}
+
+TEST_F(TorchDeviceTest, PlansTheMemoryItsSessionsHoldWithoutPreparingThem) {
+  std::vector<std::string> keys = {"basic10_w0.25_ds_r32_b1_fp32_k10",
+                                   "bottleneck26_w0.5_ds_r64_b4_fp32",
+                                   "basic12_w0.375_nods_r36_b3_fp32_k10"};
+  if (device_->supports(parse_key("basic10_w0.25_ds_r32_b2_bf16_k10")).supported) {
+    keys.push_back("basic10_w0.375_ds_r32_b5_bf16_k10");
+  }
+  for (const std::string& key : keys) {
+    const std::optional<MemoryUsage> planned = device_->plan_memory(parse_key(key));
+    ASSERT_TRUE(planned.has_value()) << key;
+    EXPECT_EQ(*planned, device_->prepare(parse_key(key), kSeed)->memory()) << key;
+    EXPECT_GT(planned->weight_bytes, 0) << key;
+  }
+  EXPECT_THROW(device_->plan_memory(parse_key("basic10_w0.25_ds_r32_b2_fp16_k10")), Error);
 }
 
 TEST_F(TorchDeviceTest, ReadingBeforeAnyRunIsAnError) {

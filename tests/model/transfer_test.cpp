@@ -64,6 +64,13 @@ class Transfer : public testing::Test {
     delete source;
     delete intel;
   }
+  // A slice of the Intel rows recorded as measured on `device` of this machine.
+  static Dataset on_this_machine(const Device& device) {
+    Dataset here = subset(*intel, every(intel->rows(), 20));
+    here.device_fingerprint =
+        device_fingerprint(read_host_info()) + "|" + engine_fingerprint(device.info());
+    return here;
+  }
   static Predictor* source;
   static Dataset* intel;
 };
@@ -230,28 +237,27 @@ TEST_F(Transfer, BadInputIsAnInputError) {
   expect_input([&] { (void)transfer_fit(*source, fewer_targets, options, nullptr); }, "targets");
   const Predictor transferred =
       transfer_fit(*source, subset(*intel, every(intel->rows(), 100)), options, nullptr);
-  expect_input([&] { (void)transfer_fit(transferred, *intel, options, nullptr); }, "itself a transfer");
+  expect_input([&] { (void)transfer_fit(transferred, *intel, options, nullptr); },
+               "itself a transfer");
 }
 
-// carb's CPU engine plans its memory: a model of this machine's engine gets exact memory,
-// unseen knob values included; a model of an engine this machine lacks gets none.
-TEST_F(Transfer, TheEnginePlansMemoryWhereThisMachineRunsTheModelsEngine) {
-  const std::unique_ptr<Backend> backend = make_backend_for("cpu");
-  ASSERT_FALSE(backend->devices().empty());
-  const Device& device = *backend->devices().front();
-  Dataset here = subset(*intel, every(intel->rows(), 20));
-  here.device_fingerprint =
-      device_fingerprint(read_host_info()) + "|" + engine_fingerprint(device.info());
+// A small fit's options, for models whose accuracy a test does not look at.
+FitOptions small_fit() {
   FitOptions options;
   options.threads = 1;
   options.forest_trees = 16;
   options.fixed_rounds = 20;
-  const Predictor model = Predictor::fit(here, options, nullptr);
+  return options;
+}
+
+// A model of `device` on this machine takes its memory from the device's plan: exact, with
+// zero-width intervals, at knob values between the trained ones (examples/spaces/cpu-heldout.yaml).
+void expect_planned_memory(const Device& device, const Dataset& here) {
+  const Predictor model = Predictor::fit(here, small_fit(), nullptr);
   std::string why;
   const auto planner = EngineMemoryPlanner::for_model(model, &why);
   ASSERT_NE(planner, nullptr) << why;
   EXPECT_EQ(planner->engine(), engine_fingerprint(device.info()));
-  // Knob values between the trained ones (examples/spaces/cpu-heldout.yaml).
   const std::vector<Config> configs = {parse_key("basic22_w0.625_ds_r72_b6_fp32"),
                                        parse_key("bottleneck38_w0.375_nods_r44_b12_fp32")};
   const FeatureRows rows = feature_rows(configs);
@@ -263,13 +269,37 @@ TEST_F(Transfer, TheEnginePlansMemoryWhereThisMachineRunsTheModelsEngine) {
     EXPECT_EQ(predictions[0][i].value, static_cast<double>(plan->peak_bytes));
     EXPECT_EQ(predictions[0][i].low, predictions[0][i].high);
   }
+}
+
+// carb's CPU engine plans its memory: a model of this machine's engine gets exact memory; a
+// model of an engine this machine lacks gets none.
+TEST_F(Transfer, TheEnginePlansMemoryWhereThisMachineRunsTheModelsEngine) {
+  const std::unique_ptr<Backend> backend = make_backend_for("cpu");
+  ASSERT_FALSE(backend->devices().empty());
+  const Device& device = *backend->devices().front();
+  const Dataset here = on_this_machine(device);
+  expect_planned_memory(device, here);
 
   Dataset elsewhere = here;
   elsewhere.device_fingerprint =
       "cpu=Other;logical_cpus=64|cpu|oneDNN 2.6.3 (N/A)|isa=avx2|threads=64";
-  const Predictor other = Predictor::fit(elsewhere, options, nullptr);
+  const Predictor other = Predictor::fit(elsewhere, small_fit(), nullptr);
+  std::string why;
   EXPECT_EQ(EngineMemoryPlanner::for_model(other, &why), nullptr);
   EXPECT_NE(why.find("this machine runs no engine"), std::string::npos) << why;
+}
+
+// The PyTorch backend plans its tensors too: a model of this machine's PyTorch gets them as
+// its memory (the backend is found by the engine's library, not its kind, which is "cpu").
+TEST_F(Transfer, PyTorchPlansMemoryWhereThisMachineRunsIt) {
+  const std::vector<std::string> names = backend_names();
+  if (std::find(names.begin(), names.end(), "torch") == names.end()) {
+    GTEST_SKIP() << "this build has no PyTorch backend";
+  }
+  const std::unique_ptr<Backend> backend = make_backend_for("torch");
+  ASSERT_FALSE(backend->devices().empty()) << backend->unavailable_reason();
+  const Device& device = *backend->devices().front();
+  expect_planned_memory(device, on_this_machine(device));
 }
 
 }  // namespace

@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <cstring>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -66,6 +67,25 @@ constexpr std::array<const char*, kLayerKindCount> kOperators = {
 struct LayerTensors {
   at::Tensor weight, bias, running_mean, running_var;
 };
+
+// What a session of `network` holds, without building it: its parameter tensors (the batch
+// norms' running statistics included; two bytes a value in bf16, else four) and the eager peak of
+// live activations, input included (compute_features' peak_activation_bytes: the release order
+// the session follows). ATen's operator-internal buffers are not tensors a session holds.
+MemoryUsage tensor_memory(const Network& network) {
+  const std::int64_t value_bytes = network.config.precision == Precision::kBf16 ? 2 : 4;
+  std::int64_t values = 0;
+  for (std::size_t i = 0; i < network.layers.size(); ++i) {
+    const LayerParameterSizes sizes = layer_parameter_sizes(network, static_cast<int>(i));
+    values += static_cast<std::int64_t>(sizes.weight + sizes.bias + sizes.running_mean +
+                                        sizes.running_var);
+  }
+  MemoryUsage usage;
+  usage.weight_bytes = value_bytes * values;
+  usage.activation_bytes = compute_features(network).peak_activation_bytes;
+  usage.peak_bytes = usage.steady_bytes();
+  return usage;
+}
 
 class TorchSession final : public Session {
  public:
@@ -190,10 +210,11 @@ class TorchSession final : public Session {
  public:
   const Network& network() const override { return network_; }
 
-  // Weights: the parameter tensors; activations: the tensors a forward pass holds at once at
-  // its peak, input included (compute_features' peak_activation_bytes: the same release order).
-  // ATen's operator-internal buffers (oneDNN reorders, im2col) are not tensors the session holds
-  // and are not counted; the measured process RSS is.
+  // Weights: the parameter tensors as allocated; activations: the tensors a forward pass holds
+  // at once at its peak, input included (compute_features' peak_activation_bytes: the same
+  // release order). ATen's operator-internal buffers (oneDNN reorders, im2col) are not tensors
+  // the session holds and are not counted; the measured process RSS is. tensor_memory() plans
+  // the same figures without a session (tests/backends/torch_device_test.cpp holds them equal).
   MemoryUsage memory() const override {
     MemoryUsage usage;
     usage.weight_bytes = weight_bytes_;
@@ -286,6 +307,13 @@ class TorchDevice final : public Device {
   const DeviceInfo& info() const override { return info_; }
 
   Support supports(const Config& config) const override { return support_for(config, info_); }
+
+  // Exact: a session's tensors follow from the network alone (eager ATen allocates nothing else
+  // that a session holds).
+  std::optional<MemoryUsage> plan_memory(const Config& config) const override {
+    require_support(config, info_);
+    return tensor_memory(build_network(config));
+  }
 
   std::unique_ptr<Session> prepare(const Config& config, std::uint64_t seed,
                                    const SessionOptions&) const override {
