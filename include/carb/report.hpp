@@ -9,6 +9,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "carb/model.hpp"
@@ -182,6 +183,15 @@ struct DeviceCharacterization {
   std::string divergence_reason;
 };
 
+/// A target's ratio between two devices (second / first) over the shared configurations with
+/// one value of one knob: how the gap between two engines or machines moves with the network.
+struct RatioGroup {
+  std::string knob;   ///< "batch", "width", "resolution", "depth", "block" or "precision"
+  std::string value;  ///< as the configuration key spells it, e.g. "0.5", "basic"
+  std::size_t rows = 0;
+  double geomean_ratio = 0;
+};
+
 /// A target between two devices, on the configurations both measured.
 struct TargetTransfer {
   Target target = Target::kMemory;
@@ -190,6 +200,12 @@ struct TargetTransfer {
   std::size_t shared = 0;
   double slope = 0, intercept = 0;  ///< least squares of the second device on the first
   double median_ratio = 0;          ///< median of second / first
+  double geomean_ratio = 0, min_ratio = 0, max_ratio = 0;  ///< of second / first
+  /// Shared configurations where the second device's value is the lower (faster, smaller).
+  std::size_t second_lower = 0;
+  /// geomean_ratio per knob value, knob by knob (each knob with two or more values shared),
+  /// values in ascending order.
+  std::vector<RatioGroup> by_knob;
   double spearman = 0;
   /// "transfers" (ranks and values: Spearman >= 0.9 and |slope - 1| <= 0.1), "ranks transfer"
   /// (Spearman >= 0.9: one device's model ranks for the other, values need a per-device model),
@@ -200,8 +216,15 @@ struct TargetTransfer {
 /// Two devices.
 struct DeviceTransfer {
   std::string from_fingerprint, from_name, to_fingerprint, to_name;
+  /// "engines": one machine, two inference engines (the fingerprints' host parts are equal: carb's
+  /// engine against PyTorch); "machines": one engine on two machines (the engine parts are
+  /// equal); "devices": both differ.
+  std::string relation;
   std::array<TargetTransfer, kTargetCount> targets;
 };
+
+/// A DeviceTransfer::relation for people: "one machine, two inference engines", ...
+std::string_view describe_relation(std::string_view relation);
 
 /// Thresholds of the transfer verdict.
 inline constexpr double kTransferRankThreshold = 0.9;

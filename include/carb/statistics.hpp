@@ -49,6 +49,17 @@ inline double quantile_of_sorted(const std::vector<double>& sorted, double fract
   return sorted[below] * (1 - weight) + sorted[above] * weight;
 }
 
+/// The geometric mean of positive values: exp of the mean of their logarithms; 0 for no values.
+inline double geometric_mean(const std::vector<double>& values) {
+  if (values.empty()) return 0;
+  double sum = 0;
+  for (double v : values) {
+    CARB_CHECK(v > 0, "a geometric mean of positive values");
+    sum += std::log(v);
+  }
+  return std::exp(sum / static_cast<double>(values.size()));
+}
+
 /// A standard deviation robust to outliers: 1.4826 times the median absolute deviation from the
 /// median (the factor makes it the standard deviation at the normal); 0 for no values.
 inline double robust_sd(const std::vector<double>& values) {

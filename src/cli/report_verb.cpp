@@ -264,6 +264,45 @@ void print_device(const DeviceCharacterization& device) {
   for (const std::string& reason : reasons) std::cout << reason << "\n";
 }
 
+void print_transfer(const DeviceTransfer& transfer) {
+  std::cout << "\nacross devices: " << transfer.from_name << " -> " << transfer.to_name << " ("
+            << describe_relation(transfer.relation)
+            << "; ratios: the second / the first; slope: least squares of the second on the "
+               "first; lower_on_second: shared configurations where the second is faster or "
+               "smaller)\n";
+  auto writer =
+      make_row_writer(Format::kTable,
+                      {"target", "shared", "slope", "median_ratio", "geomean_ratio", "min_ratio",
+                       "max_ratio", "lower_on_second", "spearman", "verdict"},
+                      std::cout);
+  for (const TargetTransfer& t : transfer.targets) {
+    if (!t.available) {
+      std::vector<Cell> row(10, std::string());
+      row[0] = std::string(to_string(t.target));
+      row[1] = static_cast<std::int64_t>(t.shared);
+      row[9] = "unavailable: " + t.reason;
+      writer->row(row);
+      continue;
+    }
+    writer->row({std::string(to_string(t.target)), static_cast<std::int64_t>(t.shared), t.slope,
+                 t.median_ratio, t.geomean_ratio, t.min_ratio, t.max_ratio,
+                 static_cast<std::int64_t>(t.second_lower), t.spearman, t.verdict});
+  }
+  writer->finish();
+  for (const TargetTransfer& t : transfer.targets) {
+    if (!t.available || t.by_knob.empty()) continue;
+    std::cout << to_string(t.target) << " ratio (geometric mean, configurations) by knob:\n";
+    for (std::size_t g = 0; g < t.by_knob.size(); ++g) {
+      const RatioGroup& group = t.by_knob[g];
+      const bool first = g == 0 || t.by_knob[g - 1].knob != group.knob;
+      const bool last = g + 1 == t.by_knob.size() || t.by_knob[g + 1].knob != group.knob;
+      if (first) std::cout << "  " << group.knob << ": ";
+      std::cout << group.value << " " << cell_text(group.geomean_ratio) << " (" << group.rows << ")"
+                << (last ? "\n" : ", ");
+    }
+  }
+}
+
 void run_characterize(const CharacterizeCommand& command) {
   const Format format = command.json ? Format::kJson : parse_format(command.format);
   if (format == Format::kCsv) {
@@ -279,21 +318,7 @@ void run_characterize(const CharacterizeCommand& command) {
     print_device(loaded.characterization.devices[d]);
   }
   for (const DeviceTransfer& transfer : loaded.characterization.transfers) {
-    std::cout << "\nacross devices: " << transfer.from_name << " -> " << transfer.to_name
-              << " (slope: least squares of the second on the first)\n";
-    auto writer = make_row_writer(
-        Format::kTable, {"target", "shared", "slope", "median_ratio", "spearman", "verdict"},
-        std::cout);
-    for (const TargetTransfer& t : transfer.targets) {
-      if (!t.available) {
-        writer->row({std::string(to_string(t.target)), static_cast<std::int64_t>(t.shared),
-                     "unavailable: " + t.reason, std::string(), std::string(), std::string()});
-        continue;
-      }
-      writer->row({std::string(to_string(t.target)), static_cast<std::int64_t>(t.shared), t.slope,
-                   t.median_ratio, t.spearman, t.verdict});
-    }
-    writer->finish();
+    print_transfer(transfer);
   }
   if (loaded.characterization.devices.size() == 1) {
     std::cout << "\nacross devices: one device measured; transfer needs two (several --db, or one "
@@ -332,8 +357,7 @@ void run_report(const ReportCommand& command) {
     } catch (const nlohmann::json::parse_error& error) {
       throw Error(ErrorCategory::kInput, command.screening + ": not JSON: " + error.what());
     }
-    screening = ScreeningInput{command.screening,
-                               screen_result_from_json(json, command.screening)};
+    screening = ScreeningInput{command.screening, screen_result_from_json(json, command.screening)};
   }
   Loaded loaded = load(command.campaign);
   ReportInput input;

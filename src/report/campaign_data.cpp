@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <map>
 
+#include "carb/backend.hpp"
 #include "carb/error.hpp"
 #include "carb/graph.hpp"
 #include "carb/report.hpp"
@@ -24,6 +25,18 @@ std::string device_list(const CampaignData& data) {
     text += (text.empty() ? "" : ", ") + device.fingerprint + " (" + device.name + ")";
   }
   return text;
+}
+
+// The inference library of a device's engine, without its details: "PyTorch 1.13.0" of
+// "...|cpu|PyTorch 1.13.0 (ATen eager, ...)|isa=...".
+// "" when the fingerprint has no such part.
+std::string library_of(const DeviceCampaign& device) {
+  if (device.fingerprint.find('|') == std::string::npos) return "";
+  const std::string engine = engine_part(device.fingerprint);
+  const std::size_t start = engine.find('|');
+  if (start == std::string::npos) return "";
+  const std::string library = engine.substr(start + 1, engine.find('|', start + 1) - start - 1);
+  return library.substr(0, library.find(" ("));
 }
 
 // Fills a device's rows, reasons and failures from its pooled measurements.
@@ -139,13 +152,26 @@ CampaignData load_campaigns(const std::vector<std::string>& paths) {
     for (const std::string& path : paths) list += (list.empty() ? "" : ", ") + path;
     throw Error(ErrorCategory::kInput, list + ": no measurements (no device recorded)");
   }
-  // Devices are shown by name: two of one name (two machines of one model) get a short hash of
-  // their fingerprints.
-  for (DeviceCampaign& device : data.devices) {
-    const auto same = std::count_if(data.devices.begin(), data.devices.end(),
-                                    [&](const DeviceCampaign& d) { return d.name == device.name; });
-    if (same > 1) device.name += " [" + sha256_hex(device.fingerprint).substr(0, 8) + "]";
+  // Devices are shown by name. Two of one name get their engine's library when that tells them
+  // apart (one machine, carb's engine and PyTorch), else a short hash of their fingerprints (two
+  // machines of one model).
+  std::vector<std::string> names;
+  for (const DeviceCampaign& device : data.devices) {
+    const auto same = [&](const auto& suffix) {
+      return std::count_if(data.devices.begin(), data.devices.end(), [&](const DeviceCampaign& d) {
+        return d.name == device.name && suffix(d) == suffix(device);
+      });
+    };
+    const auto nothing = [](const DeviceCampaign&) { return std::string(); };
+    if (same(nothing) == 1) {
+      names.push_back(device.name);
+    } else if (!library_of(device).empty() && same(library_of) == 1) {
+      names.push_back(device.name + " [" + library_of(device) + "]");
+    } else {
+      names.push_back(device.name + " [" + sha256_hex(device.fingerprint).substr(0, 8) + "]");
+    }
   }
+  for (std::size_t d = 0; d < names.size(); ++d) data.devices[d].name = names[d];
   for (DeviceCampaign& device : data.devices) summarise(device, pooled[device.fingerprint]);
   return data;
 }

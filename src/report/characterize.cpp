@@ -1,11 +1,15 @@
 // Characterization statistics (method.md §6): scaling across batch regimes, energy per GFLOP,
 // precision, FLOPs-only fits next to CARB, and transfer between devices.
 #include <algorithm>
+#include <array>
+#include <charconv>
 #include <climits>
 #include <cmath>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <system_error>
 
+#include "carb/backend.hpp"
 #include "carb/error.hpp"
 #include "carb/report.hpp"
 #include "carb/statistics.hpp"
@@ -222,6 +226,59 @@ TargetCharacterization characterize_target(Target target, const DeviceCampaign& 
   return out;
 }
 
+// The knobs a ratio between two devices is grouped by, each as a number to order its values by
+// and the text a configuration key spells it with.
+struct Knob {
+  const char* name;
+  double (*order)(const Config&);
+  std::string (*text)(const Config&);
+};
+
+std::string shortest(double value) {
+  std::array<char, 32> buffer{};
+  const auto [end, ec] = std::to_chars(buffer.data(), buffer.data() + buffer.size(), value);
+  CARB_CHECK(ec == std::errc(), "to_chars failed");
+  return {buffer.data(), end};
+}
+
+constexpr Knob kRatioKnobs[] = {
+    {"batch", [](const Config& c) { return static_cast<double>(c.batch); },
+     [](const Config& c) { return std::to_string(c.batch); }},
+    {"width", [](const Config& c) { return c.width_multiplier; },
+     [](const Config& c) { return shortest(c.width_multiplier); }},
+    {"resolution", [](const Config& c) { return static_cast<double>(c.resolution); },
+     [](const Config& c) { return std::to_string(c.resolution); }},
+    {"depth", [](const Config& c) { return static_cast<double>(c.depth()); },
+     [](const Config& c) { return std::to_string(c.depth()); }},
+    {"block", [](const Config& c) { return static_cast<double>(static_cast<int>(c.block)); },
+     [](const Config& c) { return std::string(to_string(c.block)); }},
+    {"precision",
+     [](const Config& c) { return static_cast<double>(static_cast<int>(c.precision)); },
+     [](const Config& c) { return std::string(to_string(c.precision)); }},
+};
+
+std::vector<RatioGroup> ratios_by_knob(const std::vector<const Config*>& configs,
+                                       const std::vector<double>& ratios) {
+  std::vector<RatioGroup> out;
+  for (const Knob& knob : kRatioKnobs) {
+    std::map<double, std::pair<std::string, std::vector<double>>> groups;
+    for (std::size_t i = 0; i < configs.size(); ++i) {
+      auto& group = groups[knob.order(*configs[i])];
+      if (group.first.empty()) group.first = knob.text(*configs[i]);
+      group.second.push_back(ratios[i]);
+    }
+    if (groups.size() < 2) continue;
+    for (const auto& [order, group] : groups) {
+      out.push_back({knob.name, group.first, group.second.size(), geometric_mean(group.second)});
+    }
+  }
+  return out;
+}
+
+std::string host_part(const std::string& fingerprint) {
+  return fingerprint.substr(0, fingerprint.find('|'));
+}
+
 TargetTransfer transfer_of(Target target, const DeviceCampaign& from, const DeviceCampaign& to) {
   TargetTransfer out;
   out.target = target;
@@ -237,12 +294,16 @@ TargetTransfer transfer_of(Target target, const DeviceCampaign& from, const Devi
     if (row.values[t]) first[row.key] = *row.values[t];
   }
   std::vector<double> x, y, ratios;
+  std::vector<const Config*> ratio_configs;
   for (const MeasuredConfiguration& row : to.rows) {
     const auto found = first.find(row.key);
     if (!row.values[t] || found == first.end()) continue;
     x.push_back(found->second);
     y.push_back(*row.values[t]);
-    if (found->second > 0) ratios.push_back(*row.values[t] / found->second);
+    if (found->second > 0 && *row.values[t] > 0) {
+      ratios.push_back(*row.values[t] / found->second);
+      ratio_configs.push_back(&row.config);
+    }
   }
   out.shared = x.size();
   if (x.size() < kMinSharedConfigurations) {
@@ -259,6 +320,14 @@ TargetTransfer transfer_of(Target target, const DeviceCampaign& from, const Devi
   out.slope = line.slope;
   out.intercept = line.intercept;
   out.median_ratio = ratios.empty() ? 0 : median(ratios);
+  if (!ratios.empty()) {
+    out.geomean_ratio = geometric_mean(ratios);
+    out.min_ratio = *std::min_element(ratios.begin(), ratios.end());
+    out.max_ratio = *std::max_element(ratios.begin(), ratios.end());
+    out.second_lower = static_cast<std::size_t>(
+        std::count_if(ratios.begin(), ratios.end(), [](double r) { return r < 1; }));
+    out.by_knob = ratios_by_knob(ratio_configs, ratios);
+  }
   out.spearman = spearman(x, y);
   if (out.spearman >= kTransferRankThreshold &&
       std::abs(out.slope - 1) <= kTransferSlopeTolerance) {
@@ -276,6 +345,12 @@ json optional_number(const std::optional<double>& value) {
 }
 
 }  // namespace
+
+std::string_view describe_relation(std::string_view relation) {
+  if (relation == "engines") return "one machine, two inference engines";
+  if (relation == "machines") return "one engine on two machines";
+  return "other machines and engines";
+}
 
 Characterization characterize(const CampaignData& data, const std::vector<DeviceModel>& models) {
   CARB_CHECK(models.empty() || models.size() == data.devices.size(), "one model slot per device");
@@ -316,6 +391,10 @@ Characterization characterize(const CampaignData& data, const std::vector<Device
       transfer.from_name = from.name;
       transfer.to_fingerprint = to.fingerprint;
       transfer.to_name = to.name;
+      transfer.relation = host_part(from.fingerprint) == host_part(to.fingerprint) ? "engines"
+                          : engine_part(from.fingerprint) == engine_part(to.fingerprint)
+                              ? "machines"
+                              : "devices";
       for (Target target : {Target::kMemory, Target::kEnergy, Target::kLatency}) {
         transfer.targets[at(target)] = transfer_of(target, from, to);
       }
@@ -405,11 +484,23 @@ std::string characterization_json(const Characterization& characterization) {
       json entry = {
           {"target", to_string(t.target)}, {"available", t.available}, {"shared", t.shared}};
       if (t.available) {
+        json by_knob = json::array();
+        for (const RatioGroup& group : t.by_knob) {
+          by_knob.push_back({{"knob", group.knob},
+                             {"value", group.value},
+                             {"rows", group.rows},
+                             {"geomean_ratio", group.geomean_ratio}});
+        }
         entry.update({{"slope", t.slope},
                       {"intercept", t.intercept},
                       {"median_ratio", t.median_ratio},
+                      {"geomean_ratio", t.geomean_ratio},
+                      {"min_ratio", t.min_ratio},
+                      {"max_ratio", t.max_ratio},
+                      {"second_lower", t.second_lower},
                       {"spearman", t.spearman},
-                      {"verdict", t.verdict}});
+                      {"verdict", t.verdict},
+                      {"by_knob", std::move(by_knob)}});
       } else {
         entry["reason"] = t.reason;
       }
@@ -418,6 +509,7 @@ std::string characterization_json(const Characterization& characterization) {
     transfers.push_back(
         {{"from", {{"fingerprint", transfer.from_fingerprint}, {"name", transfer.from_name}}},
          {"to", {{"fingerprint", transfer.to_fingerprint}, {"name", transfer.to_name}}},
+         {"relation", transfer.relation},
          {"targets", std::move(targets)}});
   }
   return json{{"devices", std::move(devices)}, {"transfers", std::move(transfers)}}.dump(1);

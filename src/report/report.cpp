@@ -311,24 +311,58 @@ std::string characterization_html(const Characterization& characterization) {
   return out;
 }
 
+// Per pair and target: the ratio of the second device to the first by knob value, a knob a
+// row, so one sees where the gap between two engines or machines grows and where it reverses.
+std::string ratio_groups_html(const DeviceTransfer& transfer) {
+  std::string out;
+  for (const TargetTransfer& t : transfer.targets) {
+    if (!t.available || t.by_knob.empty()) continue;
+    out += "<p>" + escape_html(std::string(to_string(t.target))) + ", " +
+           escape_html(transfer.to_name + " / " + transfer.from_name) +
+           " by knob (geometric mean of the ratio; configurations in brackets; below 1: the "
+           "second is faster or smaller):</p><table><tbody>";
+    for (std::size_t g = 0; g < t.by_knob.size(); ++g) {
+      const RatioGroup& group = t.by_knob[g];
+      if (g == 0 || t.by_knob[g - 1].knob != group.knob) {
+        out +=
+            (g == 0 ? "" : "</tr>") + std::string("<tr><th>") + escape_html(group.knob) + "</th>";
+      }
+      out += "<td class=\"num\">" + escape_html(group.value) + ": " +
+             format_number(group.geomean_ratio, 3) + " (" + std::to_string(group.rows) + ")</td>";
+    }
+    out += "</tr></tbody></table>";
+  }
+  return out;
+}
+
 std::string transfer_html(const Characterization& characterization) {
   if (characterization.transfers.empty()) return "";
   std::string out =
       "<table><thead><tr><th>devices</th><th>target</th><th>shared configurations</th>"
-      "<th>slope</th><th>median ratio</th><th>Spearman ρ</th><th>verdict</th></tr></thead><tbody>";
+      "<th>slope</th><th>median ratio</th><th>geometric mean ratio (range)</th>"
+      "<th>lower on the second</th><th>Spearman ρ</th><th>verdict</th></tr></thead><tbody>";
   for (const DeviceTransfer& transfer : characterization.transfers) {
     for (const TargetTransfer& t : transfer.targets) {
-      out += "<tr>" + td(transfer.from_name + " → " + transfer.to_name) +
+      out += "<tr>" +
+             td(transfer.from_name + " → " + transfer.to_name + " (" +
+                std::string(describe_relation(transfer.relation)) + ")") +
              td(std::string(to_string(t.target)));
       if (!t.available) {
-        out += na(t.reason, 5) + "</tr>";
+        out += na(t.reason, 7) + "</tr>";
         continue;
       }
       out += num(static_cast<double>(t.shared), 8) + num(t.slope, 3) + num(t.median_ratio, 3) +
-             num(t.spearman, 3) + td(t.verdict) + "</tr>";
+             "<td class=\"num\">" + format_number(t.geomean_ratio, 3) + " (" +
+             format_number(t.min_ratio, 3) + "–" + format_number(t.max_ratio, 3) + ")</td>" +
+             num(static_cast<double>(t.second_lower), 8) + num(t.spearman, 3) + td(t.verdict) +
+             "</tr>";
     }
   }
-  return out + "</tbody></table>";
+  out += "</tbody></table>";
+  for (const DeviceTransfer& transfer : characterization.transfers) {
+    out += ratio_groups_html(transfer);
+  }
+  return out;
 }
 
 std::string screening_html(const ReportInput& input, const Page& page) {
@@ -353,13 +387,12 @@ std::string screening_html(const ReportInput& input, const Page& page) {
     objectives += (k == 0 ? "" : ", ") + std::string(to_string(result.costs[k]));
   }
   objectives += " minimised";
-  std::string out = "<p>Screening <code>" + escape_html(input.screening->path) + "</code> of " +
-                    std::to_string(result.counts.configurations) + " configurations (" +
-                    escape_html(objectives) + "): " + std::to_string(front) +
-                    (front == 1 ? " configuration" : " configurations") +
-                    " on the Pareto front; of the other candidates stage 2 scored, " +
-                    std::to_string(feasible) + " feasible and " + std::to_string(over) +
-                    " over budget";
+  std::string out =
+      "<p>Screening <code>" + escape_html(input.screening->path) + "</code> of " +
+      std::to_string(result.counts.configurations) + " configurations (" + escape_html(objectives) +
+      "): " + std::to_string(front) + (front == 1 ? " configuration" : " configurations") +
+      " on the Pareto front; of the other candidates stage 2 scored, " + std::to_string(feasible) +
+      " feasible and " + std::to_string(over) + " over budget";
   out += ". Budgets: " + (budgets.empty() ? std::string("none given") : escape_html(budgets)) +
          ". " + std::to_string(measured) +
          (measured == 1 ? " shortlisted configuration has" : " shortlisted configurations have") +

@@ -217,9 +217,9 @@ TEST_F(ReportCli, BadInputIsOneLineAndExitTwo) {
                "characterize prints sections: --format table or json");
   expect_error("characterize --db " + db + " --no-fit --device nothing",
                "--device 'nothing' names no device; give a fingerprint or a name: ");
-  expect_error("report --db " + db + " --no-fit --screening " + dir + "none.json -o " + dir +
-                   "x.html",
-               "none.json: cannot open");
+  expect_error(
+      "report --db " + db + " --no-fit --screening " + dir + "none.json -o " + dir + "x.html",
+      "none.json: cannot open");
   ASSERT_EQ(screened().exit_code, 0) << screened().out;
   const std::string out = dir + "bad.html";
   // A shortlist CSV is not the result file; a result with a front rank that skips is corrupt.
@@ -271,6 +271,16 @@ TEST_F(ReportCli, ReportRendersEveryChartInHeadlessChromium) {
   EXPECT_EQ(page.find("<link"), std::string::npos);
   EXPECT_NE(page.find("data-carb-charts=\"13\""), std::string::npos);
   EXPECT_NE(page.find("test: marked failed"), std::string::npos) << "the failures table";
+  // The across-devices table says how the pair differs, and the ratio by knob follows it: the
+  // copy's latencies are doubled, so every batch size's ratio is 2.
+  EXPECT_NE(page.find("AMD EPYC → Test copy (latency x2) (other machines and engines)"),
+            std::string::npos);
+  const std::size_t by_knob = page.find("latency, Test copy (latency x2) / AMD EPYC by knob");
+  ASSERT_NE(by_knob, std::string::npos);
+  const std::size_t batch_row = page.find("<tr><th>batch</th>", by_knob);
+  ASSERT_NE(batch_row, std::string::npos);
+  EXPECT_EQ(page.find("<tr><th>batch</th><td class=\"num\">1: 2 (", by_knob), batch_row)
+      << page.substr(batch_row, 200);
   // Every point chart's tooltip starts with the configuration key.
   const std::size_t begin = page.find("<script type=\"application/json\" id=\"carb-charts\">");
   ASSERT_NE(begin, std::string::npos);

@@ -277,6 +277,7 @@ TEST_F(Databases, TransferBetweenTwoDevicesOnSharedConfigurations) {
   const DeviceTransfer& transfer = c.transfers[0];
   EXPECT_EQ(transfer.from_name, "Device A");
   EXPECT_EQ(transfer.to_name, "Device B");
+  EXPECT_EQ(transfer.relation, "devices");
   const TargetTransfer& latency = transfer.targets[static_cast<std::size_t>(Target::kLatency)];
   ASSERT_TRUE(latency.available);
   EXPECT_EQ(latency.shared, 6U);
@@ -291,6 +292,73 @@ TEST_F(Databases, TransferBetweenTwoDevicesOnSharedConfigurations) {
   const TargetTransfer& energy = transfer.targets[static_cast<std::size_t>(Target::kEnergy)];
   EXPECT_FALSE(energy.available);
   EXPECT_EQ(energy.reason, "no energy measured on Device B: no sensor on the test machine");
+}
+
+TEST_F(Databases, TheGapBetweenTwoEnginesOnOneMachineByKnob) {
+  const std::string db = path("engines");
+  const std::string host = "cpu=Test CPU;logical_cpus=2|";
+  const std::string onednn = host + "cpu|oneDNN 2.6.3 (N/A)|isa=avx2|threads=2";
+  const std::string torch = host + "cpu|PyTorch 1.13.0 (ATen eager, mkldnn on)|isa=avx2|threads=2";
+  const std::vector<Row> first = regime_rows();
+  // The second engine: latency x4 at batch 1, x2 at batch 2 and 16, x0.5 at batch 64 (faster
+  // there); memory x0.5 on network A, x1 on B.
+  std::vector<Row> second;
+  for (const Row& row : first) {
+    const int batch = parse_key(row.key).batch;
+    const double factor = batch == 1 ? 4 : batch == 64 ? 0.5 : 2;
+    const double memory = row.key.starts_with("basic18") ? 0.5 : 1.0;
+    second.push_back({row.key, factor * row.latency_ms, std::nullopt, memory * *row.memory_mib});
+  }
+  write(db, onednn, "Test CPU", first);
+  write(db, torch, "Test CPU", second);
+  const CampaignData data = load_campaigns({db});
+  ASSERT_EQ(data.devices.size(), 2U);
+  // One name, two engines: told apart by their libraries, not by a hash.
+  EXPECT_EQ(data.devices[0].name, "Test CPU [oneDNN 2.6.3]");
+  EXPECT_EQ(data.devices[1].name, "Test CPU [PyTorch 1.13.0]");
+  const Characterization c = characterize(data, {});
+  ASSERT_EQ(c.transfers.size(), 1U);
+  EXPECT_EQ(c.transfers[0].relation, "engines");
+  const TargetTransfer& latency =
+      c.transfers[0].targets[static_cast<std::size_t>(Target::kLatency)];
+  ASSERT_TRUE(latency.available);
+  // Ratios {4, 2, 2, 0.5, 4, 0.5}: geometric mean (4 * 2 * 2 * 0.5 * 4 * 0.5)^(1/6) = 16^(1/6).
+  EXPECT_NEAR(latency.geomean_ratio, std::pow(16.0, 1.0 / 6), 1e-12);
+  EXPECT_DOUBLE_EQ(latency.min_ratio, 0.5);
+  EXPECT_DOUBLE_EQ(latency.max_ratio, 4.0);
+  EXPECT_EQ(latency.second_lower, 2U);  // batch 64, both networks
+  // By batch: 1 -> 4 (two rows), 2 -> 2, 16 -> 2, 64 -> 0.5 (two rows); then width and depth
+  // (A and B differ in both); one block type, resolution and precision: no groups.
+  std::vector<std::string> groups;
+  for (const RatioGroup& g : latency.by_knob) {
+    groups.push_back(g.knob + " " + g.value + " " + std::to_string(g.rows));
+  }
+  EXPECT_EQ(groups,
+            (std::vector<std::string>{"batch 1 2", "batch 2 1", "batch 16 1", "batch 64 2",
+                                      "width 0.25 4", "width 0.5 2", "depth 10 2", "depth 18 4"}));
+  EXPECT_NEAR(latency.by_knob[0].geomean_ratio, 4.0, 1e-12);
+  EXPECT_NEAR(latency.by_knob[3].geomean_ratio, 0.5, 1e-12);
+  // Width 0.25 is network A: ratios {4, 2, 2, 0.5}, geometric mean 8^(1/4).
+  EXPECT_NEAR(latency.by_knob[4].geomean_ratio, std::pow(8.0, 0.25), 1e-12);
+  const TargetTransfer& memory = c.transfers[0].targets[static_cast<std::size_t>(Target::kMemory)];
+  EXPECT_EQ(memory.second_lower, 4U);
+  EXPECT_NEAR(memory.by_knob[4].geomean_ratio, 0.5, 1e-12);  // width 0.25
+  const auto json = nlohmann::json::parse(characterization_json(c));
+  EXPECT_EQ(json.at("transfers").at(0).at("relation"), "engines");
+  EXPECT_EQ(json.at("transfers").at(0).at("targets").at(2).at("by_knob").size(), 8U);
+}
+
+TEST_F(Databases, TwoMachinesOfOneNameAndEngineAreToldApartByAHash) {
+  const std::string db = path("machines");
+  const std::string engine = "|cpu|oneDNN 2.6.3 (N/A)|isa=avx2|threads=2";
+  write(db, "cpu=Test CPU;stepping=1" + engine, "Test CPU", regime_rows());
+  write(db, "cpu=Test CPU;stepping=2" + engine, "Test CPU", regime_rows());
+  const CampaignData data = load_campaigns({db});
+  ASSERT_EQ(data.devices.size(), 2U);
+  EXPECT_EQ(data.devices[0].name.rfind("Test CPU [", 0), 0U);
+  EXPECT_EQ(data.devices[0].name.size(), std::string("Test CPU [12345678]").size());
+  EXPECT_NE(data.devices[0].name, data.devices[1].name);
+  EXPECT_EQ(characterize(data, {}).transfers.at(0).relation, "machines");
 }
 
 TEST_F(Databases, RanksThatReverseDoNotTransferAndFewSharedAreNotJudged) {
