@@ -12,29 +12,52 @@
 #   bash bench/transfer.sh [out-dir (out/bench-transfer)] [quick]
 # Cases: the AMD reference campaign <-> the Intel rounds campaign (both shipped), and the AMD
 # reference -> the local campaign (data/cpu-local-transfer.sqlite.xz), whose held-out space
-# (examples/spaces/cpu-heldout.yaml, knob values between cpu-demo's) gives the unseen-knob rows.
+# (examples/spaces/cpu-heldout.yaml, knob values between cpu-demo's) gives the unseen-knob rows;
+# then from carb's engine to PyTorch (data/cpu-engines.sqlite.xz): on one machine (carb-torch:
+# the engine campaign's carb rows as the source) and across machines and engines (amd-torch:
+# the AMD reference as the source). CASES="carb-torch amd-torch" runs only those.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 carb=${CARB:-build/src/cli/carb}
 out=${1:-out/bench-transfer}
 quick=${2:-}
+cases=${CASES:-amd-intel intel-amd amd-local unseen carb-torch amd-torch}
 mkdir -p "$out"
 seeds="1 2 3 4 5 6 7 8 9 10"
 ks="8 16 32 64 128 all"
 if [ -n "$quick" ]; then seeds="1 2"; ks="8 16"; fi
+wanted() { [[ " $cases " == *" $1 "* ]]; }
 
-for name in cpu-reference cpu-reference-rounds cpu-local-transfer; do
+for name in cpu-reference cpu-reference-rounds cpu-local-transfer cpu-engines; do
   [ -f "$out/$name.sqlite" ] || xz -dc "data/$name.sqlite.xz" > "$out/$name.sqlite"
 done
+# The engine campaign holds two devices of one machine, carb's engine and PyTorch: one database
+# each here, so that every carb fit below reads one device.
+if [ ! -f "$out/engines-torch.sqlite" ]; then
+  for engine in carb torch; do cp "$out/cpu-engines.sqlite" "$out/engines-$engine.sqlite"; done
+  /usr/bin/python3 - "$out" <<'EOF'
+import sqlite3, sys
+out = sys.argv[1]
+for engine, keep_torch in (("carb", False), ("torch", True)):
+    db = sqlite3.connect(f"{out}/engines-{engine}.sqlite")
+    drop = ("SELECT id FROM devices WHERE instr(fingerprint, 'PyTorch') " +
+            ("= 0" if keep_torch else "> 0"))
+    for table in ("measurements", "drift_probes"):
+        db.execute(f"DELETE FROM {table} WHERE device_id IN ({drop})")
+    db.execute(f"DELETE FROM devices WHERE id IN ({drop})")
+    db.commit()
+    print(engine, db.execute("SELECT count(*) FROM measurements WHERE status = 'ok'").fetchone()[0], "ok rows")
+EOF
+fi
 # The local campaign holds two spaces: cpu-demo's knob values (seen) and cpu-heldout's (unseen).
 if [ ! -f "$out/local-seen.sqlite" ]; then
   for part in seen unseen; do
     cp "$out/cpu-local-transfer.sqlite" "$out/local-$part.sqlite"
   done
-  /usr/bin/python3 - "$out" <<'EOF'
+  /usr/bin/python3 - "$out" "$carb" <<'EOF'
 import sqlite3, sys, subprocess
 out = sys.argv[1]
-keys = subprocess.run(["build/src/cli/carb", "space", "list", "--spec", "examples/spaces/cpu-heldout.yaml"],
+keys = subprocess.run([sys.argv[2], "space", "list", "--spec", "examples/spaces/cpu-heldout.yaml"],
                       capture_output=True, text=True, check=True).stdout.split()
 for part, keep_heldout in (("seen", False), ("unseen", True)):
     db = sqlite3.connect(f"{out}/local-{part}.sqlite")
@@ -56,6 +79,7 @@ fit_source() {  # name db drift
 }
 fit_source amd "$out/cpu-reference.sqlite" auto
 fit_source intel "$out/cpu-reference-rounds.sqlite" auto
+if wanted carb-torch; then fit_source carb-engine "$out/engines-carb.sqlite" auto; fi
 
 run_case() {  # case source target-db drift
   local case=$1 source=$2 db=$3 drift=$4 n
@@ -78,13 +102,15 @@ run_case() {  # case source target-db drift
     done
   done
 }
-run_case amd-intel amd "$out/cpu-reference-rounds.sqlite" auto
-run_case intel-amd intel "$out/cpu-reference.sqlite" auto
-run_case amd-local amd "$out/local-seen.sqlite" off
+if wanted amd-intel; then run_case amd-intel amd "$out/cpu-reference-rounds.sqlite" auto; fi
+if wanted intel-amd; then run_case intel-amd intel "$out/cpu-reference.sqlite" auto; fi
+if wanted amd-local || wanted unseen; then run_case amd-local amd "$out/local-seen.sqlite" off; fi
+if wanted carb-torch; then run_case carb-torch carb-engine "$out/engines-torch.sqlite" auto; fi
+if wanted amd-torch; then run_case amd-torch amd "$out/engines-torch.sqlite" auto; fi
 
 # Unseen knob values: transfer models fitted on the seen local rows, scored on the unseen ones;
 # and a model fitted on the seen local rows alone, scored on both.
-for seed in $seeds; do
+wanted unseen && for seed in $seeds; do
   $carb evaluate --model "$out/amd.json" --db "$out/local-unseen.sqlite" --drift off \
     --format json > "$out/unseen-k0-s$seed.json" 2> /dev/null
   for k in $ks; do
@@ -96,9 +122,9 @@ for seed in $seeds; do
     --drift off --format json > "$out/unseen-full-s$seed.json" 2> /dev/null
 done
 
-/usr/bin/python3 - "$out" "$seeds" "$ks" <<'EOF'
+/usr/bin/python3 - "$out" "$seeds" "$ks" "$cases" <<'EOF'
 import json, statistics, sys
-out, seeds, ks = sys.argv[1], sys.argv[2].split(), sys.argv[3].split()
+out, seeds, ks, cases = sys.argv[1], sys.argv[2].split(), sys.argv[3].split(), sys.argv[4].split()
 
 def scores(path, method="carb"):
     """{target: (mape, spearman, coverage)} of one result file ({} when there is none)."""
@@ -126,6 +152,8 @@ def cell(values, fmt):
     return (fmt % mean) + (f" ({fmt % min(values)}-{fmt % max(values)})" if len(values) > 1 else "")
 
 def table(case, title):
+    if case not in cases:
+        return
     print(f"\n== {title}: mean over seeds {' '.join(seeds)} (min-max)")
     print(f"{'target':8} {'K':>5} {'how':8} {'MAPE %':>22} {'Spearman':>24} {'coverage %':>22}")
     for target in ("memory", "latency"):
@@ -152,9 +180,13 @@ table("amd-intel", "AMD reference -> Intel rounds")
 table("intel-amd", "Intel rounds -> AMD reference")
 table("amd-local", "AMD reference -> this machine (seen knob values)")
 table("unseen", "AMD reference -> this machine, scored on unseen knob values (transfer fitted on seen rows)")
+table("carb-torch", "carb's engine -> PyTorch, one machine (data/cpu-engines)")
+table("amd-torch", "AMD reference (carb's engine) -> PyTorch on another machine")
 
 print("\n== chosen methods (latency), K: method counts over seeds")
-for case in ("amd-intel", "intel-amd", "amd-local"):
+for case in ("amd-intel", "intel-amd", "amd-local", "carb-torch", "amd-torch"):
+    if case not in cases and not (case == "amd-local" and "unseen" in cases):
+        continue
     for k in ks:
         methods = []
         for s in seeds:
