@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what carb needs to build and test: Debian packages (libtorch-dev for the PyTorch
-# backend, docs/torch.md, among them), and the pinned Vega-Lite scripts
-# the HTML report inlines (third_party/vega, from the npm registry through its lockfile).
+# backend, docs/torch.md, and libonnx-dev for ONNX import, docs/onnx.md, among them), and the
+# pinned Vega-Lite scripts the HTML report inlines (third_party/vega, from the npm registry through its lockfile).
 # Idempotent: packages already present are left alone, apt-get is skipped entirely when nothing
 # is missing, and npm runs only when the lockfile changed since the last install.
 set -euo pipefail
@@ -17,6 +17,7 @@ packages=(
   clang libclang-rt-dev clang-tidy
   libopenmpi-dev openmpi-bin
   libtorch-dev
+  libonnx-dev libprotobuf-dev
 )
 # Node.js with npm fetches the report's scripts; any installed node and npm will do (e.g.
 # NodeSource's nodejs, which bundles npm and conflicts with Debian's npm package).

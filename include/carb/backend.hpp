@@ -39,7 +39,7 @@ struct PrecisionSupport {
 
 /// What a device is and what it can do, for supports() and for provenance.
 struct DeviceInfo {
-  std::string id;       ///< unique among all backends' devices, e.g. "cpu:0"
+  std::string id;  ///< unique among all backends' devices, e.g. "cpu:0"
   /// "cpu" or "cuda"; the PyTorch backend's device is a "cpu" (host memory, clock and meter)
   std::string kind;
   std::string name;     ///< the hardware model, e.g. "AMD EPYC 7B13"
@@ -50,6 +50,8 @@ struct DeviceInfo {
   std::int64_t memory_bytes = 0;  ///< device memory (GPU); 0 where the device uses host memory
   std::string uuid;               ///< GPU UUID as NVML spells it ("GPU-..."); empty for CPUs
   std::string driver;             ///< GPU driver version (NVML); empty for CPUs or without NVML
+  /// Why the device cannot run imported architectures (docs/onnx.md); empty where it can.
+  std::string imported_reason;
 };
 
 /// What decides a device's engine, as the device fingerprint's part after the host's:

@@ -5,18 +5,43 @@
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include <nlohmann/json_fwd.hpp>
 
 #include "carb/space.hpp"
 
 namespace carb {
 
-/// Layer types of the IR; one IR layer is one torchvision module (one eager kernel).
-enum class LayerKind { kConv, kBatchNorm, kRelu, kAdd, kMaxPool, kGlobalAvgPool, kFullyConnected };
-inline constexpr int kLayerKindCount = 7;
+/// Layer types of the IR; one IR layer is one eager kernel (a torchvision module; for an imported
+/// network, one operator after the import's fusions: docs/onnx.md).
+enum class LayerKind {
+  kConv,       ///< convolution, grouped (depthwise) and dilated included
+  kBatchNorm,  ///< inference batch norm: a per-channel scale and shift
+  kRelu,
+  kAdd,  ///< elementwise sum of two tensors of one shape
+  kMaxPool,
+  kGlobalAvgPool,   ///< average over all of H x W
+  kFullyConnected,  ///< reads its input's C x H x W values as one vector (a flatten before it)
+  kAvgPool,         ///< average over a window
+  kClip,            ///< min(max(x, lower), upper): ReLU6 is a clip to [0, 6]
+  kSigmoid,
+  kHardSigmoid,     ///< max(0, min(1, alpha x + beta))
+  kHardSwish,       ///< x hardsigmoid(x) with alpha 1/6 and beta 1/2 (torch.nn.Hardswish)
+  kSwish,           ///< x sigmoid(x) (torch.nn.SiLU)
+  kMul,             ///< elementwise product; the second input may be N x C x 1 x 1 (broadcast)
+  kConcat,          ///< concatenation of its inputs along channels
+  kChannelShuffle,  ///< channels seen as groups x (C / groups), transposed (ShuffleNet)
+  kSlice,           ///< the output's channels starting at channel `begin` of its input
+};
+inline constexpr int kLayerKindCount = 17;
 std::string_view to_string(LayerKind kind);
+/// Whether a layer of this kind maps each value of its first input to one output value (ReLU,
+/// clip, sigmoid, hard sigmoid, hard swish, swish).
+bool is_activation(LayerKind kind);
 
 /// An NCHW tensor shape.
 struct Shape {
@@ -28,27 +53,41 @@ struct Shape {
 /// One layer. Tensors are numbered; tensor 0 is the network input.
 struct Layer {
   LayerKind kind = LayerKind::kConv;
-  int stage = -1;         ///< 0-based stage, or -1 for the stem and the head
-  int block = -1;         ///< 0-based block within the stage, or -1
-  const char* role = "";  ///< torchvision's module name within its parent, e.g. "conv2"
-  std::array<int, 2> inputs = {-1, -1};  ///< input tensor ids (the second only for add)
-  int output = -1;                       ///< output tensor id
-  int kernel = 0;                        ///< conv/pool window (square)
+  int stage = -1;           ///< 0-based stage, or -1 for the stem and the head (ResNet)
+  int block = -1;           ///< 0-based block within the stage, or -1 (ResNet)
+  const char* role = "";    ///< torchvision's module name within its parent, e.g. "conv2" (ResNet)
+  std::string name;         ///< an imported layer's name (its ONNX node's); empty for a ResNet's
+  std::vector<int> inputs;  ///< input tensor ids, in the operator's order
+  int output = -1;          ///< output tensor id
+  int channels = 0;         ///< output channels of a conv or fc (their weights fix them)
+  int kernel = 0;           ///< conv/pool window (square)
   int stride = 1;
-  int padding = 0;
-  bool bias = false;  ///< conv/fc bias (only fc has one in a ResNet)
+  int padding = 0;                 ///< conv/pool padding before the input (top and left)
+  int padding_after = 0;           ///< conv/pool padding after the input (bottom and right)
+  int dilation = 1;                ///< conv
+  int groups = 1;                  ///< conv: input and output channels split into this many groups;
+                                   ///< channel shuffle: its groups
+  bool ceil_mode = false;          ///< pool: output size rounded up (the last window may overhang)
+  bool count_include_pad = false;  ///< avg pool: padded values count in the average
+  float lower = 0, upper = 0;      ///< clip bounds
+  float alpha = 0, beta = 0;       ///< hard sigmoid's slope and offset
+  int begin = 0;                   ///< slice: the first input channel it takes
+  std::int64_t fc_inputs = 0;      ///< fc: the input values its weights expect (imported; 0: any)
+  bool bias = false;               ///< conv/fc bias (only fc has one in a ResNet)
   /// Whether an inference engine writes the output over input 0 (folded batch-norm, ReLU, add).
   bool in_place = false;
   std::int64_t params = 0;  ///< learnable parameters
   std::int64_t macs = 0;    ///< multiply-accumulates of the whole batch
 
-  int input_count() const { return inputs[1] >= 0 ? 2 : (inputs[0] >= 0 ? 1 : 0); }
+  int input_count() const { return static_cast<int>(inputs.size()); }
 };
 
-/// torchvision's module path of a layer, e.g. "layer2.0.downsample.0", "fc".
+/// A layer's name: torchvision's module path of a ResNet layer (e.g. "layer2.0.downsample.0",
+/// "fc"), an imported layer's own name.
 std::string layer_name(const Layer& layer);
 
-/// A configuration's network: tensors and layers in execution order (torchvision's forward()).
+/// A configuration's network: tensors and layers in execution order (torchvision's forward(),
+/// or the imported graph's topological order).
 struct Network {
   Config config;
   std::vector<Shape> tensors;
@@ -57,7 +96,43 @@ struct Network {
   int output = 0;
 };
 
-/// Builds the network of a configuration; throws carb::Error (input) when it cannot be built.
+/// A network imported from a model file, free of batch and resolution (docs/onnx.md): its
+/// layers' operations, channel counts and connections, with shapes, params and MACs unset.
+/// Tensor 0 is the input; layer i writes tensor i + 1; `output` is the network's output tensor.
+struct Architecture {
+  std::string hash;    ///< content hash of the graph (16 hex digits), which keys name it by
+  std::string name;    ///< a name for people, e.g. the file's stem "mobilenet_v2"
+  std::string source;  ///< the file it was imported from
+  int input_channels = 3;
+  int native_resolution = 0;  ///< the input resolution the file was exported at
+  std::vector<Layer> layers;
+  int output = 0;
+};
+/// SHA-256 of `data` as 64 lower-case hex digits (FIPS 180-4; implemented here, no dependency).
+std::string sha256_hex(std::string_view data);
+/// The architecture's content hash: SHA-256 of its layers' kinds, attributes and connections
+/// (names, the source and the native resolution aside), its first 16 hex digits.
+std::string architecture_hash(const Architecture& architecture);
+/// An architecture as JSON (what stores keep and workers receive), and back; from_json throws
+/// carb::Error (input) naming `origin` when the JSON is not one.
+nlohmann::json architecture_to_json(const Architecture& architecture);
+Architecture architecture_from_json(const nlohmann::json& json, const std::string& origin);
+
+/// Makes an architecture known to this process, so that configurations naming its hash build
+/// (build_network). Idempotent; thread-safe. Returns the hash.
+std::string register_architecture(Architecture architecture);
+/// The registered architecture of a hash, or null.
+std::shared_ptr<const Architecture> find_architecture(std::string_view hash);
+/// An imported model file as an architecture: ONNX (docs/onnx.md). Throws carb::Error (input)
+/// with the file and the node on a file it cannot read or an operator it does not know.
+Architecture import_model(const std::string& path);
+/// The configuration of a registered architecture at a resolution, batch and precision.
+Config imported_config(const Architecture& architecture, int resolution, int batch,
+                       Precision precision);
+
+/// Builds the network of a configuration; throws carb::Error (input) when it cannot be built:
+/// an invalid ResNet, an imported architecture not registered, or one whose shapes do not fit
+/// at the configuration's resolution.
 Network build_network(const Config& config);
 
 /// Layer counts by kind.
@@ -70,7 +145,9 @@ struct LayerCounts {
 /// Classes of layers for the per-layer-class totals (docs/features.md): convolutions by role and
 /// shape (the stem, whose input is the image; else kernel 1x1 or 3x3, stride 1 or 2, and the
 /// output's spatial size per image: small <= 16 pixels, medium <= 256, large above), then the
-/// fully connected layer, pooling, and the elementwise layers (batch-norm, ReLU, add).
+/// fully connected layer, pooling, the elementwise layers (batch-norm, activations, add, mul),
+/// and, after those of schema carb-ir-2, depthwise, grouped and other dense convolutions (any
+/// other kernel or stride) and the layers that only move data (concat, channel shuffle, slice).
 enum class LayerClass {
   kConvStem,
   kConv1x1S1Small,
@@ -88,8 +165,12 @@ enum class LayerClass {
   kFullyConnected,
   kPool,
   kElementwise,
+  kConvDepthwise,  ///< groups = input channels (> 1)
+  kConvGrouped,    ///< 1 < groups < input channels
+  kConvOther,      ///< ungrouped, not the stem, kernel or stride other than 1x1/3x3 at 1 or 2
+  kDataMovement,   ///< concat, channel shuffle, slice
 };
-inline constexpr int kLayerClassCount = 16;
+inline constexpr int kLayerClassCount = 20;
 /// The feature-name stem of a class, e.g. "conv3x3_s1_medium", "fc", "elementwise".
 std::string_view to_string(LayerClass layer_class);
 /// The class of layer `layer` of `network`.
@@ -120,6 +201,7 @@ struct Features {
   LayerCounts layer_counts;
   int widest_channels = 0;  ///< most output channels of any conv layer
   int kernel_launches = 0;  ///< one per IR layer, as PyTorch eager launches them
+  int output_channels = 0;  ///< channels of the network's output (a classifier's classes)
   /// Per layer class (LayerClass's order): MACs, bytes moved and layer count.
   std::array<LayerClassTotals, kLayerClassCount> layer_classes{};
   /// Per machine balance B of kRooflineBalances: the sum over layers of max(FLOPs, B x bytes

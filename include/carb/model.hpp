@@ -88,12 +88,14 @@ struct Dataset {
 std::vector<TargetInfo> store_targets();
 
 /// The name of carb's architecture feature schema. "carb-ir-2" added the per-layer-class totals
-/// and the per-layer roofline sums to "carb-ir-1"; a model of another schema must be refitted.
-inline constexpr std::string_view kArchitectureSchema = "carb-ir-2";
+/// and the per-layer roofline sums to "carb-ir-1"; "carb-ir-3" the classes of other networks
+/// than ResNets (depthwise, grouped and other convolutions, data movement) and every class's
+/// layer count. A model of another schema must be refitted.
+inline constexpr std::string_view kArchitectureSchema = "carb-ir-3";
 /// The architecture-only feature names of schema kArchitectureSchema.
 const std::vector<std::string>& architecture_feature_names();
 /// Whether an architecture feature is one of the per-layer-class totals or per-layer roofline
-/// sums (what "carb-ir-2" added), which the memory target does not use.
+/// sums (what "carb-ir-2" added and "carb-ir-3" extended), which the memory target does not use.
 bool is_layer_feature(std::string_view name);
 /// Writes a configuration's architecture features (schema kArchitectureSchema) to `out`.
 void architecture_features(const Config& config, const Features& features, float* out);
@@ -106,9 +108,9 @@ void architecture_features(const Config& config, const Features& features, float
 /// A non-empty `instance` keeps only the rows that host instance measured (a prefix of it is
 /// enough); throws carb::Error (input), listing the instances, when it measured none.
 [[nodiscard]] Dataset dataset_from_store(const Store& store, std::string_view device = {},
-                           DriftMode drift = DriftMode::kOff,
-                           std::optional<double> reference_ms = std::nullopt,
-                           std::string_view instance = {});
+                                         DriftMode drift = DriftMode::kOff,
+                                         std::optional<double> reference_ms = std::nullopt,
+                                         std::string_view instance = {});
 
 /// The rows of `data` at `indices`, in that order.
 [[nodiscard]] Dataset subset(const Dataset& data, const std::vector<std::size_t>& indices);
@@ -267,11 +269,11 @@ class TrainingDomain {
 
   bool empty() const;  ///< no ranges: unknown
   bool joint() const;  ///< keeps its training rows, so judge() measures distance too
-  const std::vector<FeatureRange>& ranges() const;  ///< per feature of the schema
+  const std::vector<FeatureRange>& ranges() const;   ///< per feature of the schema
   const std::vector<std::string>& features() const;  ///< the joint space's features
-  double threshold() const;  ///< distance of ratio 1 in the joint space
-  std::size_t rows() const;  ///< training rows kept
-  const std::string& id(std::size_t row) const;  ///< a kept row's configuration key (or line)
+  double threshold() const;                          ///< distance of ratio 1 in the joint space
+  std::size_t rows() const;                          ///< training rows kept
+  const std::string& id(std::size_t row) const;      ///< a kept row's configuration key (or line)
 
   /// Judges one row of features (the schema's order). Thread-safe.
   [[nodiscard]] DomainJudgement judge(const float* row) const;
@@ -298,7 +300,8 @@ class Predictor {
  public:
   /// Fits on `data` (split as the options say). Throws carb::Error (input) on too few rows, a
   /// target that is all NaN or has negative values.
-  [[nodiscard]] static Predictor fit(const Dataset& data, const FitOptions& options, FitReport* report);
+  [[nodiscard]] static Predictor fit(const Dataset& data, const FitOptions& options,
+                                     FitReport* report);
   /// Reads a model file; throws carb::Error (input) naming the file when it is not a carb model,
   /// truncated, corrupt, or from a newer format.
   [[nodiscard]] static Predictor load(const std::string& path);
@@ -334,10 +337,11 @@ class Predictor {
   /// Predicts every target for `rows` rows of features (row-major, the schema's order).
   /// Result: [target][row].
   [[nodiscard]] std::vector<std::vector<TargetPrediction>> predict(const float* x, std::size_t rows,
-                                                     const int* batch) const;
+                                                                   const int* batch) const;
   /// Predictions of each target's cheapest member (the ridge prior, where there is one) with
   /// their own split-conformal intervals: stage 1 of screening ranks whole spaces with these.
-  [[nodiscard]] std::vector<std::vector<TargetPrediction>> predict_cheap(const float* x, std::size_t rows) const;
+  [[nodiscard]] std::vector<std::vector<TargetPrediction>> predict_cheap(const float* x,
+                                                                         std::size_t rows) const;
   /// Predictions of each member alone and of the blend before the corrector, in the targets'
   /// units, for evaluation: [target] -> method name -> values. Unavailable targets are empty.
   /// For a transferred model: the source model's uncorrected predictions ("source") and each
@@ -369,7 +373,7 @@ class EngineMemoryPlanner;
 /// device differs from the model's, this is a transfer evaluation (R², Spearman, slope matter).
 /// With a planner, carb's memory is the engine's plan (the model's own is "memory-model").
 [[nodiscard]] std::vector<MethodScores> evaluate(const Predictor& predictor, const Dataset& data,
-                                   const EngineMemoryPlanner* planner = nullptr);
+                                                 const EngineMemoryPlanner* planner = nullptr);
 
 // ---------------------------------------------------------------------------------------------
 // Transfer to another device (docs/model.md, "Transfer")
@@ -417,15 +421,15 @@ inline constexpr std::size_t kTransferRefitRows = 200;
 /// interval where the rows are too few). Throws carb::Error (input) when the source and the
 /// data differ in feature schema or targets, or the data has no rows.
 [[nodiscard]] Predictor transfer_fit(const Predictor& source, const Dataset& target,
-                       const TransferOptions& options, TransferReport* report);
+                                     const TransferOptions& options, TransferReport* report);
 
 /// The `k` rows of `x` (`rows` rows of the source's features, with their batch sizes) that a
 /// transfer from `source` learns most from: spread over block types and batch regimes in
 /// proportion, and within each over the source's predicted latency (evenly spaced quantiles from
 /// a seeded offset). Deterministic by seed; all rows when k >= rows. Sorted indices.
 [[nodiscard]] std::vector<std::size_t> choose_transfer_rows(const Predictor& source, const float* x,
-                                              std::size_t rows, const int* batch, std::size_t k,
-                                              std::uint64_t seed);
+                                                            std::size_t rows, const int* batch,
+                                                            std::size_t k, std::uint64_t seed);
 /// The same by uniform random choice, for comparison.
 std::vector<std::size_t> choose_random_rows(std::size_t rows, std::size_t k, std::uint64_t seed);
 
@@ -439,7 +443,8 @@ struct DeviceDistance {
   double spread = 0;         ///< standard deviation of log(measured / predicted)
 };
 /// One DeviceDistance per target of `model` (rows = 0 where none could be compared).
-[[nodiscard]] std::vector<DeviceDistance> device_distance(const Predictor& model, const Dataset& data);
+[[nodiscard]] std::vector<DeviceDistance> device_distance(const Predictor& model,
+                                                          const Dataset& data);
 /// "latency 1.27x (1.08x-1.49x over 16 rows), energy ..., memory 1.00x ..."
 std::string distance_text(const std::vector<DeviceDistance>& distances);
 

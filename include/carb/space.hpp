@@ -32,7 +32,12 @@ inline constexpr int kDefaultClasses = 1000;
 /// Base stage widths (channels before the width multiplier) of torchvision's ResNets.
 const std::vector<int>& default_stage_widths();
 
+/// Prefix of an imported architecture's part of a key: `graph-<hash>_r224_b1_fp32` (docs/keys.md).
+inline constexpr std::string_view kImportedKeyPrefix = "graph-";
+
 /// One CNN configuration: the architecture plus how it is run (resolution, batch, precision).
+/// The architecture is a ResNet of the fields below, or, when `architecture` is set, a network
+/// imported from a model file (docs/onnx.md), whose ResNet fields are then unused.
 struct Config {
   BlockType block = BlockType::kBasic;
   std::vector<int> stage_blocks;  ///< residual blocks per stage; its size is the stage count
@@ -44,8 +49,12 @@ struct Config {
   int batch = 1;
   Precision precision = Precision::kFp32;
   int classes = kDefaultClasses;
+  /// An imported architecture's content hash (16 hex digits), or empty for a ResNet.
+  std::string architecture;
 
-  /// Weighted layers: convs_per_block x blocks + stem conv + fc (torchvision's naming).
+  bool imported() const { return !architecture.empty(); }
+  /// Weighted layers: convs_per_block x blocks + stem conv + fc (torchvision's naming); 0 for an
+  /// imported architecture.
   int depth() const;
   /// Channels of stage `stage`'s planes after the width multiplier: max(1, round(base x
   /// multiplier)).
@@ -66,7 +75,8 @@ int downsampling_factor(bool early_downsample, int stages);
 std::string invalid_reason(const Config& config);
 
 /// The canonical key of a configuration, e.g. `basic18_w1_ds_r224_b1_fp32`. Grammar (docs/keys.md):
-/// `<block><depth>[s<b>.<b>...][_c<w>.<w>...]_w<mult>_<ds|nods>_r<res>_b<batch>_<prec>[_k<classes>]`.
+/// `<block><depth>[s<b>.<b>...][_c<w>.<w>...]_w<mult>_<ds|nods>_r<res>_b<batch>_<prec>[_k<classes>]`,
+/// or for an imported architecture `graph-<hash>_r<res>_b<batch>_<prec>`.
 std::string to_key(const Config& config);
 /// Parses any spelling of a key (e.g. `w1.0`) into its configuration; throws carb::Error (input)
 /// naming the key and what is wrong.

@@ -30,9 +30,6 @@ bool is_final(MeasurementStatus status);
 enum class SampleClock { kDevice, kWall };
 std::string_view to_string(SampleClock clock);
 
-/// SHA-256 of `data` as 64 lower-case hex digits (FIPS 180-4; implemented here, no dependency).
-std::string sha256_hex(std::string_view data);
-
 /// The measurement key: SHA-256 (hex) of the configuration key, the device fingerprint, the
 /// software versions string and the canonical dump of the protocol JSON (keys sorted, no
 /// spaces), each prefixed by its length so no two inputs share an encoding. Throws carb::Error

@@ -40,6 +40,7 @@ Support support_for(const Config& config, const DeviceInfo& info) {
   if (const std::string why = invalid_reason(config); !why.empty()) {
     return Support::no("invalid configuration: " + why);
   }
+  if (config.imported() && !info.imported_reason.empty()) return Support::no(info.imported_reason);
   for (const PrecisionSupport& precision : info.precisions) {
     if (precision.precision == config.precision && !precision.supported) {
       return Support::no(precision.reason);

@@ -8,6 +8,7 @@
 
 #include "campaign_impl.hpp"
 #include "carb/error.hpp"
+#include "carb/graph.hpp"
 #include "carb/statistics.hpp"
 #include "carb/version.hpp"
 

@@ -23,6 +23,10 @@ struct SpaceOptions {
   std::string roofline;
   std::string key;
   bool layers = false;
+  std::string onnx;
+  int resolution = 0;
+  int batch = 1;
+  std::string precision = "fp32";
 };
 
 void add_spec_options(CLI::App& command, SpaceOptions& options, bool sampling) {
@@ -75,6 +79,24 @@ std::vector<std::string> config_columns() {
 }
 
 std::vector<Cell> config_cells(const Config& config) {
+  if (config.imported()) {
+    // An imported architecture: its name as the block, its weighted layers (convs and fc) as
+    // the depth, and nothing for the ResNet knobs it does not have.
+    const auto architecture = find_architecture(config.architecture);
+    const Network network = build_network(config);
+    std::int64_t weighted = 0;
+    for (const Layer& layer : network.layers) {
+      weighted += layer.kind == LayerKind::kConv || layer.kind == LayerKind::kFullyConnected;
+    }
+    return {to_key(config),
+            architecture ? architecture->name : config.architecture,
+            weighted,
+            std::string(),
+            std::string(),
+            std::int64_t{config.resolution},
+            std::int64_t{config.batch},
+            std::string(to_string(config.precision))};
+  }
   return {to_key(config),
           std::string(to_string(config.block)),
           std::int64_t{config.depth()},
@@ -88,8 +110,8 @@ std::vector<Cell> config_cells(const Config& config) {
 std::vector<std::string> feature_columns(bool roofline) {
   std::vector<std::string> columns = config_columns();
   for (const ScalarFeature& feature : kScalarFeatures) columns.emplace_back(feature.name);
-  for (const char* name : {"stage_blocks", "stage_widths", "classes", "widest_channels",
-                           "kernel_launches"}) {
+  for (const char* name :
+       {"stage_blocks", "stage_widths", "classes", "widest_channels", "kernel_launches"}) {
     columns.emplace_back(name);
   }
   for (int kind = 0; kind < kLayerKindCount; ++kind) {
@@ -185,8 +207,33 @@ void run_features(const SpaceOptions& options) {
   writer->finish();
 }
 
+// The configuration `carb space show` is asked for: a key, or a model file at a resolution,
+// batch and precision.
+Config shown_config(const SpaceOptions& options) {
+  if (options.onnx.empty()) {
+    if (options.key.empty()) {
+      throw Error(ErrorCategory::kUsage, "carb space show: give a key or --onnx FILE", "key");
+    }
+    return parse_key(options.key);
+  }
+  if (!options.key.empty()) {
+    throw Error(ErrorCategory::kUsage, "carb space show: give a key or --onnx FILE, not both",
+                "onnx");
+  }
+  Architecture architecture = import_model(options.onnx);
+  const int resolution =
+      options.resolution > 0 ? options.resolution : architecture.native_resolution;
+  const auto precision = parse_precision(options.precision);
+  if (!precision) {
+    throw Error(ErrorCategory::kUsage,
+                "--precision '" + options.precision + "': fp32, fp16 or bf16", "precision");
+  }
+  register_architecture(architecture);
+  return imported_config(architecture, resolution, options.batch, *precision);
+}
+
 void run_show(const SpaceOptions& options) {
-  const Config config = parse_key(options.key);
+  const Config config = shown_config(options);
   const auto roofline = roofline_of(options);
   const Network network = build_network(config);
   const Features features = compute_features(network);
@@ -241,8 +288,14 @@ void add_space_verb(CLI::App& app) {
   list->callback([options] { run_list(*options); });
 
   CLI::App* show = space->add_subcommand("show", "one configuration by key: features or layers");
-  show->add_option("key", options->key, "configuration key, e.g. basic18_w1_ds_r224_b1_fp32")
-      ->required();
+  show->add_option("key", options->key, "configuration key, e.g. basic18_w1_ds_r224_b1_fp32");
+  show->add_option("--onnx", options->onnx, "an ONNX model file instead of a key (docs/onnx.md)");
+  show->add_option("--resolution", options->resolution,
+                   "with --onnx: input resolution (default: the file's own)")
+      ->check(CLI::Range(1, 8192));
+  show->add_option("--batch", options->batch, "with --onnx: batch size (default 1)")
+      ->check(CLI::Range(1, 1 << 20));
+  show->add_option("--precision", options->precision, "with --onnx: fp32 (default), fp16 or bf16");
   show->add_flag("--layers", options->layers, "print the layer table instead of the features");
   show->add_option("--roofline", options->roofline,
                    "add a roofline time for a device given as TFLOPS:GBPS, e.g. 67:3350");

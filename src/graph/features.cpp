@@ -34,6 +34,10 @@ std::string_view to_string(LayerClass layer_class) {
       "fc",
       "pool",
       "elementwise",
+      "conv_depthwise",
+      "conv_grouped",
+      "conv_other",
+      "data_movement",
   };
   return kNames[static_cast<std::size_t>(layer_class)];
 }
@@ -43,16 +47,26 @@ LayerClass layer_class_of(const Network& network, const Layer& layer) {
     case LayerKind::kFullyConnected:
       return LayerClass::kFullyConnected;
     case LayerKind::kMaxPool:
+    case LayerKind::kAvgPool:
     case LayerKind::kGlobalAvgPool:
       return LayerClass::kPool;
-    case LayerKind::kBatchNorm:
-    case LayerKind::kRelu:
-    case LayerKind::kAdd:
-      return LayerClass::kElementwise;
+    case LayerKind::kConcat:
+    case LayerKind::kChannelShuffle:
+    case LayerKind::kSlice:
+      return LayerClass::kDataMovement;
     case LayerKind::kConv:
       break;
+    default:
+      return LayerClass::kElementwise;
   }
   if (layer.inputs[0] == network.input) return LayerClass::kConvStem;
+  if (layer.groups > 1) {
+    const int in_channels = network.tensors[static_cast<std::size_t>(layer.inputs[0])].c;
+    return layer.groups == in_channels ? LayerClass::kConvDepthwise : LayerClass::kConvGrouped;
+  }
+  if ((layer.kernel != 1 && layer.kernel != 3) || (layer.stride != 1 && layer.stride != 2)) {
+    return LayerClass::kConvOther;
+  }
   const Shape& out = network.tensors[static_cast<std::size_t>(layer.output)];
   const std::int64_t pixels = static_cast<std::int64_t>(out.h) * out.w;
   const int size = pixels <= 16 ? 0 : (pixels <= 256 ? 1 : 2);
@@ -80,6 +94,7 @@ struct Profile {
   std::int64_t peak_activation_elements = 0;
   LayerCounts layer_counts;
   int widest_channels = 0;
+  int output_channels = 0;
   std::array<LayerWork, kLayerClassCount> classes{};  // summed per class
   std::array<int, kLayerClassCount> class_counts{};
   // Distinct layer works with how many layers have each (repeated blocks share them), for the
@@ -170,6 +185,7 @@ Profile profile_of(const Network& network) {
     }
   }
   profile.peak_activation_elements = peak_live_elements(network);
+  profile.output_channels = network.tensors[static_cast<std::size_t>(network.output)].c;
   return profile;
 }
 
@@ -189,6 +205,7 @@ Features scale(const Profile& profile, std::int64_t batch_scale, Precision preci
   features.layer_counts = profile.layer_counts;
   features.widest_channels = profile.widest_channels;
   features.kernel_launches = profile.layer_counts.total();
+  features.output_channels = profile.output_channels;
   const auto batch = static_cast<double>(batch_scale);
   const auto moved = [&](const LayerWork& work) {
     return (static_cast<double>(work.activation_elements) * batch +

@@ -1,31 +1,44 @@
 // Builds torchvision's ResNet structure (v1.5: stride on the 3x3 conv of a bottleneck) from a
 // configuration.
+#include <array>
+
 #include "carb/error.hpp"
 #include "carb/graph.hpp"
+#include "network_internal.hpp"
 
 namespace carb {
 
 std::string_view to_string(LayerKind kind) {
+  static constexpr std::array<std::string_view, kLayerKindCount> kNames = {
+      "conv",         "batch_norm",
+      "relu",         "add",
+      "max_pool",     "global_avg_pool",
+      "fc",           "avg_pool",
+      "clip",         "sigmoid",
+      "hard_sigmoid", "hard_swish",
+      "swish",        "mul",
+      "concat",       "channel_shuffle",
+      "slice"};
+  const auto index = static_cast<std::size_t>(kind);
+  return index < kNames.size() ? kNames[index] : "?";
+}
+
+bool is_activation(LayerKind kind) {
   switch (kind) {
-    case LayerKind::kConv:
-      return "conv";
-    case LayerKind::kBatchNorm:
-      return "batch_norm";
     case LayerKind::kRelu:
-      return "relu";
-    case LayerKind::kAdd:
-      return "add";
-    case LayerKind::kMaxPool:
-      return "max_pool";
-    case LayerKind::kGlobalAvgPool:
-      return "avg_pool";
-    case LayerKind::kFullyConnected:
-      return "fc";
+    case LayerKind::kClip:
+    case LayerKind::kSigmoid:
+    case LayerKind::kHardSigmoid:
+    case LayerKind::kHardSwish:
+    case LayerKind::kSwish:
+      return true;
+    default:
+      return false;
   }
-  return "?";
 }
 
 std::string layer_name(const Layer& layer) {
+  if (!layer.name.empty()) return layer.name;
   if (layer.stage < 0) return layer.role;
   return "layer" + std::to_string(layer.stage + 1) + "." + std::to_string(layer.block) + "." +
          layer.role;
@@ -51,9 +64,11 @@ class Builder {
     const Shape out{in.n, channels, conv_out(in.h, kernel, stride, padding),
                     conv_out(in.w, kernel, stride, padding)};
     Layer& layer = add(LayerKind::kConv, role, input, -1, out, false);
+    layer.channels = channels;
     layer.kernel = kernel;
     layer.stride = stride;
     layer.padding = padding;
+    layer.padding_after = padding;
     layer.params = static_cast<std::int64_t>(channels) * in.c * kernel * kernel;
     layer.macs = out.elements() * in.c * kernel * kernel;
     return layer.output;
@@ -85,6 +100,7 @@ class Builder {
     layer.kernel = 3;
     layer.stride = 2;
     layer.padding = 1;
+    layer.padding_after = 1;
     return layer.output;
   }
 
@@ -98,6 +114,7 @@ class Builder {
   int fully_connected(int input, int classes) {
     const Shape in = network_.tensors[static_cast<std::size_t>(input)];
     Layer& layer = add(LayerKind::kFullyConnected, "fc", input, -1, {in.n, classes, 1, 1}, false);
+    layer.channels = classes;
     layer.bias = true;
     layer.params = static_cast<std::int64_t>(in.c) * classes + classes;
     layer.macs = static_cast<std::int64_t>(in.n) * in.c * classes;
@@ -112,7 +129,8 @@ class Builder {
     layer.stage = stage_;
     layer.block = block_;
     layer.role = role;
-    layer.inputs = {input, second};
+    layer.inputs = {input};
+    if (second >= 0) layer.inputs.push_back(second);
     layer.in_place = in_place;
     layer.output = static_cast<int>(network_.tensors.size());
     network_.tensors.push_back(out);
@@ -152,6 +170,12 @@ int residual_block(Builder& builder, const Config& config, int input, int in_cha
 }  // namespace
 
 Network build_network(const Config& config) {
+  if (config.imported()) {
+    if (const std::string why = invalid_reason(config); !why.empty()) {
+      throw Error(ErrorCategory::kInput, "configuration " + to_key(config) + ": " + why);
+    }
+    return build_imported_network(config);
+  }
   if (const std::string why = invalid_reason(config); !why.empty()) {
     throw Error(ErrorCategory::kInput, "configuration " + to_key(config) + ": " + why);
   }

@@ -22,8 +22,9 @@ std::vector<TargetInfo> store_targets() {
 namespace {
 // Pooling and elementwise layers have no MACs; there is always one fc layer, and pooling's
 // count follows early downsampling.
-bool has_macs(LayerClass c) { return c != LayerClass::kPool && c != LayerClass::kElementwise; }
-bool has_count(LayerClass c) { return c != LayerClass::kFullyConnected && c != LayerClass::kPool; }
+bool has_macs(LayerClass c) {
+  return c != LayerClass::kPool && c != LayerClass::kElementwise && c != LayerClass::kDataMovement;
+}
 
 // The name stems of the per-layer roofline sums: "b4" for machine balance 4, ...
 const std::array<std::string, kRooflineBalances.size()>& roofline_stems() {
@@ -47,16 +48,22 @@ void for_each_architecture_feature(const Config& config, const Features& feature
   const auto log1 = [](double value) { return std::log1p(value); };
   const auto flag = [](bool value) { return value ? 1.0 : 0.0; };
   const auto real = [](auto value) { return static_cast<double>(value); };
-  emit("bottleneck", "", flag(config.block == BlockType::kBottleneck));
-  emit("depth", "", real(config.depth()));
-  emit("width_multiplier", "", config.width_multiplier);
-  emit("early_downsample", "", flag(config.early_downsample));
+  // An imported architecture has no ResNet knobs: 0 for them, and as its depth its weighted
+  // layers (convs and fc), which is what a ResNet's depth counts (docs/features.md).
+  const bool resnet = !config.imported();
+  emit("bottleneck", "", flag(resnet && config.block == BlockType::kBottleneck));
+  emit("depth", "",
+       resnet ? real(config.depth())
+              : real(features.layer_counts[LayerKind::kConv] +
+                     features.layer_counts[LayerKind::kFullyConnected]));
+  emit("width_multiplier", "", resnet ? config.width_multiplier : 0.0);
+  emit("early_downsample", "", flag(resnet && config.early_downsample));
   emit("resolution", "", real(config.resolution));
   emit("log_batch", "", log1(config.batch));
   emit("precision_bytes", "", real(element_bytes(config.precision)));
   emit("bf16", "", flag(config.precision == Precision::kBf16));
   emit("stages", "", real(config.stage_blocks.size()));
-  emit("classes", "", real(config.classes));
+  emit("classes", "", resnet ? real(config.classes) : real(features.output_channels));
   emit("conv_layers", "", real(features.layer_counts[LayerKind::kConv]));
   emit("add_layers", "", real(features.layer_counts[LayerKind::kAdd]));
   emit("widest_channels", "", real(features.widest_channels));
@@ -76,7 +83,7 @@ void for_each_architecture_feature(const Config& config, const Features& feature
     const LayerClassTotals& totals = features.layer_classes[static_cast<std::size_t>(c)];
     if (has_macs(layer_class)) emit("log_macs_", stem, log1(totals.macs));
     emit("log_bytes_", stem, log1(totals.bytes));
-    if (has_count(layer_class)) emit("layers_", stem, real(totals.count));
+    emit("layers_", stem, real(totals.count));
   }
   for (std::size_t b = 0; b < kRooflineBalances.size(); ++b) {
     emit("log_roofline_", roofline_stems()[b], log1(features.roofline_flops[b]));
@@ -114,10 +121,10 @@ bool is_layer_feature(std::string_view name) {
 
 void architecture_features(const Config& config, const Features& features, float* out) {
   std::size_t i = 0;
-  for_each_architecture_feature(config, features, [&](std::string_view, std::string_view,
-                                                      double value) {
-    out[i++] = static_cast<float>(value);
-  });
+  for_each_architecture_feature(config, features,
+                                [&](std::string_view, std::string_view, double value) {
+                                  out[i++] = static_cast<float>(value);
+                                });
   CARB_CHECK(i == architecture_feature_names().size(), "feature count matches the schema");
 }
 

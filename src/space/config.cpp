@@ -1,4 +1,5 @@
 // Configurations, depth rules and canonical keys.
+#include <algorithm>
 #include <array>
 #include <charconv>
 #include <cmath>
@@ -50,7 +51,7 @@ const std::vector<int>& default_stage_widths() {
   return widths;
 }
 
-int Config::depth() const { return depth_of(block, stage_blocks); }
+int Config::depth() const { return imported() ? 0 : depth_of(block, stage_blocks); }
 
 int Config::stage_channels(int stage) const {
   const double scaled = stage_widths.at(static_cast<std::size_t>(stage)) * width_multiplier;
@@ -148,7 +149,36 @@ constexpr double kMaxWidthMultiplier = 64.0;
 
 }  // namespace
 
+namespace {
+
+std::string batch_invalid_reason(int batch) {
+  if (batch >= 1 && batch <= kMaxBatch) return {};
+  return "batch must be 1.." + std::to_string(kMaxBatch) + ", not " + std::to_string(batch);
+}
+
+bool is_architecture_hash(std::string_view text) {
+  return text.size() == 16 && std::all_of(text.begin(), text.end(), [](char c) {
+           return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+         });
+}
+
+// What an imported configuration can be checked for without its graph: the rest (whether its
+// shapes fit at the resolution) is build_network's.
+std::string imported_invalid_reason(const Config& config) {
+  if (!is_architecture_hash(config.architecture)) {
+    return "architecture hash '" + config.architecture + "' is not 16 hex digits";
+  }
+  if (config.resolution < 1 || config.resolution > kMaxResolution) {
+    return "resolution must be 1.." + std::to_string(kMaxResolution) + ", not " +
+           std::to_string(config.resolution);
+  }
+  return batch_invalid_reason(config.batch);
+}
+
+}  // namespace
+
 std::string invalid_reason(const Config& config) {
+  if (config.imported()) return imported_invalid_reason(config);
   const int stages = static_cast<int>(config.stage_blocks.size());
   if (stages < 1 || stages > kMaxStages) {
     return "a network has 1 to " + std::to_string(kMaxStages) + " stages, not " +
@@ -186,10 +216,7 @@ std::string invalid_reason(const Config& config) {
            " stages: needs at least " + std::to_string(factor) + " px" +
            (config.resolution > kMaxResolution ? " and at most 8192" : "");
   }
-  if (config.batch < 1 || config.batch > kMaxBatch) {
-    return "batch must be 1.." + std::to_string(kMaxBatch) + ", not " +
-           std::to_string(config.batch);
-  }
+  if (std::string why = batch_invalid_reason(config.batch); !why.empty()) return why;
   if (config.classes < 1 || config.classes > kMaxClasses) {
     return "classes must be 1.." + std::to_string(kMaxClasses) + ", not " +
            std::to_string(config.classes);
@@ -218,6 +245,13 @@ std::string join_ints(const std::vector<int>& values) {
 }  // namespace
 
 std::string to_key(const Config& config) {
+  if (config.imported()) {
+    std::string key(kImportedKeyPrefix);
+    key += config.architecture;
+    key += "_r" + std::to_string(config.resolution) + "_b" + std::to_string(config.batch) + "_";
+    key += to_string(config.precision);
+    return key;
+  }
   std::string key(to_string(config.block));
   const int depth = config.depth();
   key += std::to_string(depth);
@@ -251,6 +285,7 @@ class KeyParser {
       start = end + 1;
     }
     Config config;
+    if (fields[0].starts_with(kImportedKeyPrefix)) return parse_imported(fields);
     parse_structure(fields[0], config);
     std::size_t next = 1;
     config.stage_widths = default_stage_widths();
@@ -267,14 +302,7 @@ class KeyParser {
     } else {
       fail("expected ds or nods, got '" + std::string(downsample) + "'");
     }
-    config.resolution = parse_int(expect(fields, next++, 'r', "resolution (r<px>)"), "resolution");
-    config.batch = parse_int(expect(fields, next++, 'b', "batch (b<n>)"), "batch");
-    const std::string_view precision = field(fields, next++, "precision (fp32, fp16 or bf16)");
-    const auto parsed_precision = parse_precision(precision);
-    if (!parsed_precision) {
-      fail("unknown precision '" + std::string(precision) + "' (fp32, fp16 or bf16)");
-    }
-    config.precision = *parsed_precision;
+    next = parse_run(fields, next, config);
     if (next < fields.size() && fields[next].starts_with("k")) {
       config.classes = parse_int(fields[next].substr(1), "classes");
       ++next;
@@ -289,6 +317,33 @@ class KeyParser {
   }
 
  private:
+  // `graph-<hash>_r<res>_b<batch>_<precision>`.
+  Config parse_imported(const std::vector<std::string_view>& fields) const {
+    Config config;
+    config.architecture = std::string(fields[0].substr(kImportedKeyPrefix.size()));
+    if (!is_architecture_hash(config.architecture)) {
+      fail("architecture hash '" + config.architecture + "' is not 16 lower-case hex digits");
+    }
+    const std::size_t next = parse_run(fields, 1, config);
+    if (next < fields.size()) fail("unexpected field '" + std::string(fields[next]) + "'");
+    if (const std::string why = invalid_reason(config); !why.empty()) fail(why);
+    return config;
+  }
+
+  // Resolution, batch and precision from fields[next]; returns the field after them.
+  std::size_t parse_run(const std::vector<std::string_view>& fields, std::size_t next,
+                        Config& config) const {
+    config.resolution = parse_int(expect(fields, next++, 'r', "resolution (r<px>)"), "resolution");
+    config.batch = parse_int(expect(fields, next++, 'b', "batch (b<n>)"), "batch");
+    const std::string_view precision = field(fields, next++, "precision (fp32, fp16 or bf16)");
+    const auto parsed_precision = parse_precision(precision);
+    if (!parsed_precision) {
+      fail("unknown precision '" + std::string(precision) + "' (fp32, fp16 or bf16)");
+    }
+    config.precision = *parsed_precision;
+    return next;
+  }
+
   [[noreturn]] void fail(const std::string& message) const {
     throw Error(ErrorCategory::kInput, "key '" + std::string(key_) + "': " + message);
   }

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "carb/error.hpp"
+#include "carb/graph.hpp"
 #include "store_impl.hpp"
 
 namespace carb {

@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "carb/error.hpp"
+#include "carb/graph.hpp"
 #include "carb/space.hpp"
 #include "carb/statistics.hpp"
 #include "carb/version.hpp"

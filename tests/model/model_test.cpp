@@ -498,11 +498,12 @@ TEST(ArchitectureFeatures, LayerClassTotalsOfATinyNetworkByHand) {
   const FeatureRows rows = feature_rows(std::vector<Config>{config});
   const std::vector<float>& row = rows.x;
   ASSERT_EQ(row.size(), architecture_feature_names().size());
-  // 22 whole-network features, then 44 per-class totals and 3 roofline sums.
-  EXPECT_EQ(row.size(), 69u);
+  // 22 whole-network features, then 57 per-class totals (MACs of the 17 classes that have them,
+  // bytes and layer counts of all 20) and 3 roofline sums.
+  EXPECT_EQ(row.size(), 82u);
   EXPECT_EQ(std::count_if(architecture_feature_names().begin(), architecture_feature_names().end(),
                           [](const std::string& name) { return is_layer_feature(name); }),
-            47);
+            60);
   const auto log1 = [](double value) { return static_cast<float>(std::log1p(value)); };
   EXPECT_FLOAT_EQ(feature_of(row, "log_macs_conv_stem"), log1(2 * 64 * 8 * 3 * 9));
   // Bytes moved by the stem: batch x (input 192 + output 512) + 216 weights, 4 bytes each.
@@ -596,7 +597,7 @@ TEST(Dataset, ARepeatedConfigurationIsTheMedianOfItsMeasurements) {
 
 TEST(Fit, TheAdditivePriorRecoversAnAdditiveLatency) {
   const Dataset data = additive_store_data();
-  EXPECT_EQ(data.schema, "carb-ir-2");
+  EXPECT_EQ(data.schema, "carb-ir-3");
   FitReport report;
   const Predictor predictor = Predictor::fit(data, quick_options(), &report);
   // Latency is exactly additive in the totals: the additive prior alone is nearly exact, far
@@ -614,7 +615,7 @@ TEST(Fit, TheAdditivePriorRecoversAnAdditiveLatency) {
   EXPECT_EQ(memory.at("features").size(), 22u);
   EXPECT_FALSE(latency.contains("features"));
   const auto& coef = latency.at("additive_prior").at("coef");
-  EXPECT_EQ(coef.size(), 44u);  // the per-class totals: MACs, bytes, layer counts
+  EXPECT_EQ(coef.size(), 57u);  // the per-class totals: MACs, bytes, layer counts
   for (const auto& [name, value] : coef.items()) EXPECT_GE(value.get<double>(), 0) << name;
   EXPECT_NEAR(coef.at("log_macs_conv1x1_s1_large").get<double>() /
                   coef.at("log_macs_conv3x3_s1_large").get<double>(),
@@ -630,10 +631,10 @@ TEST(Fit, TheAdditivePriorRecoversAnAdditiveLatency) {
     ASSERT_EQ(before[2][i].value, after[2][i].value);
   }
   std::string old = text;
-  old.replace(old.find("\"carb-ir-2\""), 11, "\"carb-ir-1\"");
+  old.replace(old.find("\"carb-ir-3\""), 11, "\"carb-ir-1\"");
   EXPECT_EQ(
       model_load_error(old),
-      "m.json: fitted on feature schema carb-ir-1, this carb's is carb-ir-2; refit the model");
+      "m.json: fitted on feature schema carb-ir-1, this carb's is carb-ir-3; refit the model");
   // A prior the fit cannot have made (a negative coefficient) is a corrupt file, not a model.
   auto negative = nlohmann::json::parse(text);
   negative["targets"][2]["additive_prior"]["coef"]["layers_conv_stem"] = -1.0;

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "carb/error.hpp"
+#include "carb/graph.hpp"
 #include "carb/store.hpp"
 
 namespace carb {

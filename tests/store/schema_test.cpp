@@ -6,6 +6,7 @@
 #include <string>
 
 #include "carb/error.hpp"
+#include "carb/graph.hpp"
 #include "carb/store.hpp"
 #include "schema.hpp"
 #include "test_support.hpp"

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "carb/error.hpp"
+#include "carb/graph.hpp"
 #include "carb/store.hpp"
 #include "test_support.hpp"
 

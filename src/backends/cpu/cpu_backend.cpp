@@ -66,6 +66,7 @@ class CpuDevice final : public Device {
     info_.library = library_version();
     info_.isa = isa_name(isa);
     info_.threads = omp_get_max_threads();
+    info_.imported_reason = "the CPU engine does not run imported architectures yet";
     info_.precisions = {
         {Precision::kFp32, true, {}},
         {Precision::kFp16, false,

@@ -62,6 +62,9 @@ class CudaDevice final : public Device {
     // NVML knows the driver's own version; the runtime knows only the CUDA version it supports.
     const auto monitor = open_gpu_monitor(info_.uuid);
     info_.driver = monitor->available() ? monitor->identity().driver_version : "";
+    info_.imported_reason =
+        "the CUDA engine runs carb's ResNet networks only so far; imported architectures run on "
+        "carb's CPU engine (docs/onnx.md)";
   }
 
   const DeviceInfo& info() const override { return info_; }

@@ -297,6 +297,9 @@ class TorchDevice final : public Device {
                     build_setting("BLAS_INFO") + ")";
     info_.isa = cpu::effective_isa_name();
     info_.threads = at::get_num_threads();
+    info_.imported_reason =
+        "the PyTorch backend builds carb's ResNet networks only; imported architectures run on "
+        "carb's CPU engine (docs/onnx.md)";
     info_.precisions = {
         {Precision::kFp32, true, {}},
         {Precision::kFp16, false, "fp16 is not supported by the PyTorch backend on CPU"},

@@ -6,7 +6,7 @@
 #include <string>
 #include <string_view>
 
-#include "carb/store.hpp"
+#include "carb/graph.hpp"
 
 namespace carb {
 
