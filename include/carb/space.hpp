@@ -93,6 +93,7 @@ enum class Knob {
   kResolution,
   kBatch,
   kPrecision,
+  kModel,  ///< an imported architecture, when the spec lists model files (Space::models())
 };
 
 /// One axis of a space: its knob, the stage it belongs to (or -1) and its values as numbers
@@ -111,6 +112,20 @@ struct Structure {
   int depth = 0;
   std::vector<int> stage_blocks;
 };
+
+/// A model file a spec lists as an architecture (docs/onnx.md): imported and registered when the
+/// spec is read.
+struct ImportedModel {
+  std::string path;  ///< as the spec names it, resolved against the spec's directory
+  std::string hash;  ///< the architecture's content hash (Config::architecture)
+  std::string name;  ///< for people, e.g. "mobilenet_v2"
+};
+
+/// Imports a model file a spec lists, registers its architecture and checks that it builds at
+/// each of `resolutions`; throws carb::Error (input) saying why not. The graph module provides
+/// it (set_model_importer); a program without it cannot read specs that list models.
+using ModelImporter = ImportedModel (*)(const std::string& path, const std::vector<int>& resolutions);
+void set_model_importer(ModelImporter importer);
 
 /// An upper bound on an analytic feature, evaluated by the graph module (e.g. max_params).
 struct Constraint {
@@ -133,6 +148,8 @@ class Space {
   std::uint64_t size() const { return size_; }
   const std::vector<Axis>& axes() const { return axes_; }
   const std::vector<Structure>& structures() const { return structures_; }
+  /// The model files it lists as architectures (a spec of imported networks), else empty.
+  const std::vector<ImportedModel>& models() const { return models_; }
   const std::vector<Constraint>& constraints() const { return constraints_; }
   int classes() const { return classes_; }
 
@@ -152,6 +169,7 @@ class Space {
   std::vector<int> fixed_stage_widths_;
   std::vector<Axis> axes_;
   std::vector<Structure> structures_;
+  std::vector<ImportedModel> models_;
   std::vector<Constraint> constraints_;
   std::uint64_t size_ = 0;
   std::uint64_t points_per_arch_res_ = 1;

@@ -259,7 +259,7 @@ enum class ExportFormat { kCsv, kJsonLines };
 class Store {
  public:
   /// Schema version this build reads and writes (PRAGMA user_version).
-  static constexpr int kSchemaVersion = 5;
+  static constexpr int kSchemaVersion = 6;
   /// PRAGMA application_id of carb databases: "CARB" in ASCII.
   static constexpr std::int32_t kApplicationId = 0x43415242;
 

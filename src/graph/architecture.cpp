@@ -472,6 +472,26 @@ Config imported_config(const Architecture& architecture, int resolution, int bat
   return config;
 }
 
+namespace {
+
+// What a spec's `models:` entry needs (space.hpp's ModelImporter): the file imported and
+// registered, and its network built at each resolution the spec asks for.
+ImportedModel import_for_spec(const std::string& path, const std::vector<int>& resolutions) {
+  Architecture architecture = import_model(path);
+  ImportedModel model{path, {}, architecture.name};
+  model.hash = register_architecture(std::move(architecture));
+  const std::shared_ptr<const Architecture> registered = find_architecture(model.hash);
+  for (int resolution : resolutions) {
+    (void)build_network(imported_config(*registered, resolution, 1, Precision::kFp32));
+  }
+  return model;
+}
+
+// Installed while the program starts: this file is linked wherever build_network is.
+const bool kImporterInstalled = (set_model_importer(&import_for_spec), true);
+
+}  // namespace
+
 Network instantiate_architecture(const Architecture& architecture, const Config& config) {
   return Instantiation(architecture, config).build();
 }

@@ -17,6 +17,7 @@
 #include <iostream>
 
 #include "carb/error.hpp"
+#include "carb/graph.hpp"
 #include "carb/measure.hpp"
 
 namespace carb {
@@ -122,8 +123,17 @@ Measurement WorkerProcess::measure(const Config& config, const Protocol& protoco
   if (!running_) running_ = start(command_, device_id_, protocol.worker_memory_limit_bytes);
   Running& worker = *running_;
 
-  const std::string request =
-      nlohmann::json{{"key", to_key(config)}, {"protocol", protocol.to_json()}}.dump() + "\n";
+  nlohmann::json message = {{"key", to_key(config)}, {"protocol", protocol.to_json()}};
+  // An imported configuration's architecture travels with it: the worker is another process.
+  if (config.imported()) {
+    const auto architecture = find_architecture(config.architecture);
+    if (!architecture) {
+      throw Error(ErrorCategory::kInput, "configuration " + to_key(config) + ": architecture " +
+                                             config.architecture + " is not loaded");
+    }
+    message["architecture"] = architecture_to_json(*architecture);
+  }
+  const std::string request = message.dump() + "\n";
   bool sent = true;
   for (std::size_t at = 0; at < request.size();) {
     const ssize_t count =
@@ -289,11 +299,15 @@ std::unique_ptr<GpuMonitor> open_device_monitor(const DeviceInfo& device) {
 
 namespace {
 
-// One request line: {"key": ..., "protocol": {...}}.
+// One request line: {"key": ..., "protocol": {...}}, with "architecture" for an imported one.
 std::pair<Config, Protocol> parse_request(const std::string& line) {
   nlohmann::json request;
   try {
     request = nlohmann::json::parse(line);
+    if (request.contains("architecture")) {
+      (void)register_architecture(
+          architecture_from_json(request.at("architecture"), "worker request"));
+    }
     return {parse_key(request.at("key").get<std::string>()),
             Protocol::from_json(request.at("protocol"))};
   } catch (const nlohmann::json::exception& error) {

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <set>
@@ -20,7 +21,7 @@ const std::vector<std::string>& known_keys() {
   static const std::vector<std::string> keys = {
       "name",         "description", "classes",          "block",      "depth", "stage_blocks",
       "stage_widths", "width",       "early_downsample", "resolution", "batch", "precision",
-      "constraints"};
+      "constraints",  "models"};
   return keys;
 }
 
@@ -68,7 +69,14 @@ std::string join(const std::vector<std::string>& words) {
   return text;
 }
 
+ModelImporter& installed_importer() {
+  static ModelImporter importer = nullptr;
+  return importer;
+}
+
 }  // namespace
+
+void set_model_importer(ModelImporter importer) { installed_importer() = importer; }
 
 class SpecParser {
  public:
@@ -98,6 +106,7 @@ class SpecParser {
     Space space;
     space.name_ = root["name"] ? scalar_string(root["name"], "name") : source_;
     if (root["description"]) scalar_string(root["description"], "description");
+    if (root["models"]) return parse_models(root, space);
     if (root["classes"]) {
       space.classes_ = static_cast<int>(scalar_int(root["classes"], "classes", 1, 1000000));
     }
@@ -132,7 +141,61 @@ class SpecParser {
     check_resolutions(root["resolution"], space, stages);
     check_channels(root, space, first_width_axis);
     if (root["constraints"]) parse_constraints(root["constraints"], space);
+    finish(space);
+    return space;
+  }
 
+ private:
+  // A spec of imported networks: model files as the architectures, with resolution, batch and
+  // precision as knobs over them (docs/spaces.md).
+  Space parse_models(const YAML::Node& root, Space& space) const {
+    for (const char* knob : {"block", "depth", "stage_blocks", "stage_widths", "width",
+                             "early_downsample", "classes"}) {
+      if (root[knob]) {
+        fail(root[knob], std::string("'") + knob +
+                             "' is a ResNet knob; a spec of models has only resolution, batch, "
+                             "precision and constraints");
+      }
+    }
+    if (!root["resolution"]) fail_file("missing knob 'resolution'");
+    const ModelImporter importer = installed_importer();
+    if (importer == nullptr) fail(root["models"], "this program cannot import model files");
+    Axis resolution_axis =
+        parse_int_axis(root["resolution"], Knob::kResolution, "resolution", 1, 8192, {});
+    std::vector<int> resolutions;
+    for (double value : resolution_axis.values) resolutions.push_back(static_cast<int>(value));
+    Axis axis{Knob::kModel, -1, "model", {}, {}};
+    const std::filesystem::path directory = std::filesystem::path(source_).parent_path();
+    for (const auto& value : values_of(root["models"], "models")) {
+      const std::filesystem::path listed = scalar_string(value, "models");
+      const std::string path =
+          listed.is_absolute() || directory.empty() ? listed.string() : (directory / listed).string();
+      ImportedModel model;
+      try {
+        model = importer(path, resolutions);
+      } catch (const Error& error) {
+        fail(value, error.what());
+      }
+      for (const ImportedModel& other : space.models_) {
+        if (other.hash == model.hash) {
+          fail(value, "models lists " + other.path + " and " + path +
+                          ", one architecture (" + model.hash + ") twice");
+        }
+      }
+      axis.values.push_back(static_cast<double>(space.models_.size()));
+      axis.labels.push_back(model.name);
+      space.models_.push_back(std::move(model));
+    }
+    space.axes_.push_back(std::move(axis));
+    space.axes_.push_back(std::move(resolution_axis));
+    space.axes_.push_back(parse_int_axis(root["batch"], Knob::kBatch, "batch", 1, 65536, {1}));
+    space.axes_.push_back(parse_precision_axis(root["precision"]));
+    if (root["constraints"]) parse_constraints(root["constraints"], space);
+    finish(space);
+    return space;
+  }
+
+  void finish(Space& space) const {
     space.size_ = 1;
     for (const auto& axis : space.axes_) {
       if (space.size_ > std::numeric_limits<std::uint64_t>::max() / axis.values.size()) {
@@ -143,10 +206,8 @@ class SpecParser {
     const std::size_t count = space.axes_.size();
     space.points_per_arch_res_ =
         space.axes_[count - 1].values.size() * space.axes_[count - 2].values.size();
-    return space;
   }
 
- private:
   [[noreturn]] void fail(const YAML::Node& node, const std::string& message) const {
     const YAML::Mark mark = node.Mark();
     if (mark.line < 0) fail_file(message);
@@ -531,6 +592,10 @@ Config Space::at(std::uint64_t index) const {
       case Knob::kPrecision:
         config.precision = static_cast<Precision>(static_cast<int>(value));
         break;
+      case Knob::kModel:
+        config = Config{};
+        config.architecture = models_[static_cast<std::size_t>(value)].hash;
+        break;
     }
   }
   return config;
@@ -584,6 +649,13 @@ std::optional<std::uint64_t> Space::index_of(const Config& config) const {
       case Knob::kPrecision:
         value = static_cast<double>(config.precision);
         break;
+      case Knob::kModel: {
+        value = -1;
+        for (std::size_t m = 0; m < models_.size(); ++m) {
+          if (models_[m].hash == config.architecture) value = static_cast<double>(m);
+        }
+        break;
+      }
     }
     digit[i] = find(axis, value);
     if (digit[i] < 0) return std::nullopt;

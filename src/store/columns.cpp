@@ -125,7 +125,7 @@ constexpr auto kTrailing = std::to_array<std::string_view>({"provenance", "proto
 constexpr std::string_view kViewHead = R"sql(CREATE VIEW measurement_view AS
 SELECT m.measurement_key, c.name AS campaign, d.fingerprint AS device_fingerprint,
        d.kind AS device_kind, d.name AS device_name, m.configuration_key,
-       k.block, k.depth, k.width_multiplier, k.early_downsample, k.resolution, k.batch,
+       a.name AS architecture, k.block, k.depth, k.width_multiplier, k.early_downsample, k.resolution, k.batch,
        k.precision, k.stage_blocks, k.stage_widths, k.classes,
        m.status, m.detail, m.attempts, m.started_at, m.finished_at, m.software_versions)sql";
 constexpr std::string_view kViewTail = R"sql(,
@@ -133,7 +133,8 @@ constexpr std::string_view kViewTail = R"sql(,
 FROM measurements m
 JOIN campaigns c ON c.id = m.campaign_id
 JOIN devices d ON d.id = m.device_id
-JOIN configurations k ON k.key = m.configuration_key;
+JOIN configurations k ON k.key = m.configuration_key
+LEFT JOIN architectures a ON a.hash = k.architecture;
 )sql";
 
 }  // namespace

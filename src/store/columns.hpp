@@ -35,7 +35,7 @@ struct Column {
 };
 
 /// The last schema version whose steps are written out in schema.cpp.
-inline constexpr int kHistoricalVersion = 5;
+inline constexpr int kHistoricalVersion = 6;
 
 /// The measured columns, in the order of measurement_view (and so of `carb export`). In the
 /// table, those of version 1 sit between finished_at and provenance; later ones follow protocol,

@@ -250,6 +250,49 @@ CREATE TABLE drift_probes (
 CREATE INDEX drift_probes_by_device ON drift_probes (device_id, measured_at);
 )sql";
 
+// Version 6: imported architectures (docs/onnx.md). A configuration is a ResNet (its knob
+// columns) or a network imported from a model file (its architecture's content hash, whose
+// definition the architectures table keeps, so that any carb reading the database can build its
+// networks). SQLite cannot relax a table's CHECK constraints in place, so configurations is
+// rebuilt (SQLite's documented twelve-step procedure; foreign keys are off while a migration
+// runs), and measurement_view, which reads it, is dropped first and made again after the step.
+constexpr std::string_view kVersion6 = R"sql(
+DROP VIEW measurement_view;
+CREATE TABLE architectures (
+  hash TEXT PRIMARY KEY CHECK (length(hash) = 16),
+  name TEXT NOT NULL,
+  source TEXT NOT NULL,
+  definition TEXT NOT NULL CHECK (json_valid(definition))
+) STRICT, WITHOUT ROWID;
+CREATE TABLE configurations_v6 (
+  key TEXT PRIMARY KEY,
+  architecture TEXT REFERENCES architectures (hash),
+  block TEXT CHECK (block IN ('basic', 'bottleneck')),
+  depth INTEGER CHECK (depth > 0),
+  width_multiplier REAL CHECK (width_multiplier > 0),
+  early_downsample INTEGER CHECK (early_downsample IN (0, 1)),
+  resolution INTEGER NOT NULL CHECK (resolution > 0),
+  batch INTEGER NOT NULL CHECK (batch > 0),
+  precision TEXT NOT NULL CHECK (precision IN ('fp32', 'fp16', 'bf16')),
+  stage_blocks TEXT CHECK (stage_blocks IS NULL OR json_valid(stage_blocks)),
+  stage_widths TEXT CHECK (stage_widths IS NULL OR json_valid(stage_widths)),
+  classes INTEGER CHECK (classes > 0),
+  CHECK ((architecture IS NULL) + (block IS NULL) + (depth IS NULL) +
+         (width_multiplier IS NULL) + (early_downsample IS NULL) + (stage_blocks IS NULL) +
+         (stage_widths IS NULL) + (classes IS NULL) IN (1, 7))
+) STRICT, WITHOUT ROWID;
+INSERT INTO configurations_v6 (key, architecture, block, depth, width_multiplier,
+                               early_downsample, resolution, batch, precision, stage_blocks,
+                               stage_widths, classes)
+SELECT key, NULL, block, depth, width_multiplier, early_downsample, resolution, batch, precision,
+       stage_blocks, stage_widths, classes FROM configurations;
+DROP TABLE configurations;
+ALTER TABLE configurations_v6 RENAME TO configurations;
+CREATE INDEX configurations_by_structure ON configurations (block, depth, width_multiplier);
+CREATE INDEX configurations_by_input ON configurations (resolution, batch, precision);
+CREATE INDEX configurations_by_architecture ON configurations (architecture);
+)sql";
+
 [[noreturn]] void throw_input(const std::string& message) {
   throw Error(ErrorCategory::kInput, message);
 }
@@ -301,8 +344,8 @@ const std::vector<std::string>& migrations() {
   // Each step is its written-out SQL (versions up to kHistoricalVersion) followed by the
   // generated ADD COLUMN of the measured columns that version introduced (columns.hpp).
   static const std::vector<std::string> steps = [] {
-    constexpr std::string_view kWritten[] = {kVersion1, kVersion2, kVersion3, kVersion4,
-                                             kVersion5};
+    constexpr std::string_view kWritten[] = {kVersion1, kVersion2, kVersion3,
+                                             kVersion4, kVersion5, kVersion6};
     static_assert(std::size(kWritten) == kHistoricalVersion);
     int last = Store::kSchemaVersion;
     for (const Column& column : measurement_columns()) {
@@ -390,15 +433,19 @@ DatabasePtr open_database(const std::string& path, bool create) {
                 path + ": cannot use write-ahead logging (journal mode stays '" + mode + "')");
   }
   execute(db.get(), "PRAGMA synchronous = NORMAL");
-  execute(db.get(), "PRAGMA foreign_keys = ON");
 
   // Another process may have created or migrated the file since inspect(), so look again under
-  // the write lock; the whole migration commits or none of it does.
+  // the write lock; the whole migration commits or none of it does. Foreign keys are enforced
+  // from after it: a step that rebuilds a table (version 6) needs them off, as SQLite's
+  // procedure says, and checks them itself (foreign_key_check below).
   Transaction transaction(db.get(), Transaction::Mode::kWrite);
   const int version = inspect(create);
   if (version < Store::kSchemaVersion) {
     try {
       migrate(db.get(), version, Store::kSchemaVersion);
+      if (query_integer(db.get(), path, "SELECT count(*) FROM pragma_foreign_key_check") != 0) {
+        throw Error(ErrorCategory::kRuntime, "a foreign key no longer holds");
+      }
     } catch (const Error& error) {
       throw Error(ErrorCategory::kRuntime,
                   path + ": migrating schema version " + std::to_string(version) + " to " +
@@ -406,6 +453,7 @@ DatabasePtr open_database(const std::string& path, bool create) {
     }
   }
   transaction.commit();
+  execute(db.get(), "PRAGMA foreign_keys = ON");
   return db;
 }
 

@@ -119,10 +119,87 @@ Timestamp parse_timestamp(const std::string& text) {
 
 }  // namespace store
 
+namespace {
+
+// The configurations row of a measured configuration (once), and for an imported one its
+// architecture's definition, so that whoever reads the database can build its networks.
+void write_configuration(sqlite3* db, const std::string& key, const Config& config) {
+  const bool imported = config.imported();
+  if (imported) {
+    const std::shared_ptr<const Architecture> architecture = find_architecture(config.architecture);
+    if (!architecture) {
+      throw Error(ErrorCategory::kInput, "configuration " + key + ": architecture " +
+                                             config.architecture + " is not loaded");
+    }
+    Statement definition(db, R"sql(
+      INSERT INTO architectures (hash, name, source, definition)
+      VALUES (:hash, :name, :source, :definition) ON CONFLICT (hash) DO NOTHING)sql");
+    definition.bind(":hash", architecture->hash)
+        .bind(":name", architecture->name)
+        .bind(":source", architecture->source)
+        .bind(":definition", architecture_to_json(*architecture).dump())
+        .run();
+  }
+  const auto resnet_text = [&](std::string value) {
+    return imported ? std::nullopt : std::optional<std::string>(std::move(value));
+  };
+  const auto resnet_integer = [&](std::int64_t value) {
+    return imported ? std::nullopt : std::optional<std::int64_t>(value);
+  };
+  Statement configuration(db, R"sql(
+    INSERT INTO configurations (key, architecture, block, depth, width_multiplier,
+                                early_downsample, resolution, batch, precision, stage_blocks,
+                                stage_widths, classes)
+    VALUES (:key, :architecture, :block, :depth, :width_multiplier, :early_downsample,
+            :resolution, :batch, :precision, :stage_blocks, :stage_widths, :classes)
+    ON CONFLICT (key) DO NOTHING)sql");
+  configuration.bind(":key", key)
+      .bind(":architecture", imported ? std::optional<std::string>(config.architecture)
+                                      : std::nullopt)
+      .bind(":block", resnet_text(std::string(to_string(config.block))))
+      .bind(":depth", resnet_integer(config.depth()))
+      .bind(":width_multiplier",
+            imported ? std::nullopt : std::optional<double>(config.width_multiplier))
+      .bind(":early_downsample", resnet_integer(config.early_downsample ? 1 : 0))
+      .bind(":resolution", std::int64_t{config.resolution})
+      .bind(":batch", std::int64_t{config.batch})
+      .bind(":precision", to_string(config.precision))
+      .bind(":stage_blocks", resnet_text(json_ints(config.stage_blocks)))
+      .bind(":stage_widths", resnet_text(json_ints(config.stage_widths)))
+      .bind(":classes", resnet_integer(config.classes))
+      .run();
+}
+
+// Makes the architectures a database measured known to this process (register_architecture),
+// so that its imported configurations build wherever it is read.
+void register_stored_architectures(sqlite3* db, const std::string& path) {
+  Statement rows(db, "SELECT hash, definition FROM architectures ORDER BY hash");
+  while (rows.step()) {
+    nlohmann::json definition;
+    try {
+      definition = nlohmann::json::parse(rows.text("definition"));
+    } catch (const nlohmann::json::exception&) {
+      throw Error(ErrorCategory::kInput,
+                  path + ": architecture " + rows.text("hash") + " is not valid JSON");
+    }
+    const Architecture architecture =
+        architecture_from_json(definition, path + ": architecture " + rows.text("hash"));
+    if (architecture.hash != rows.text("hash")) {
+      throw Error(ErrorCategory::kInput, path + ": architecture " + rows.text("hash") +
+                                             " is stored under another hash than its own (" +
+                                             architecture.hash + ")");
+    }
+    (void)register_architecture(architecture);
+  }
+}
+
+}  // namespace
+
 Store::Store(const std::string& path, bool create) : impl_(std::make_unique<Impl>()) {
   impl_->db = store::open_database(path, create);
   impl_->path = path;
   impl_->host = ClaimOwner::current().host;
+  register_stored_architectures(impl_->db.get(), path);
 }
 Store::Store(Store&&) noexcept = default;
 Store& Store::operator=(Store&&) noexcept = default;
@@ -439,24 +516,7 @@ WriteOutcome Store::write_measurement(const MeasurementRecord& record) {
     remove.bind(":id", failed_id).run();
   }
 
-  Statement configuration(db, R"sql(
-    INSERT INTO configurations (key, block, depth, width_multiplier, early_downsample,
-                                resolution, batch, precision, stage_blocks, stage_widths, classes)
-    VALUES (:key, :block, :depth, :width_multiplier, :early_downsample, :resolution, :batch,
-            :precision, :stage_blocks, :stage_widths, :classes)
-    ON CONFLICT (key) DO NOTHING)sql");
-  configuration.bind(":key", record.configuration_key)
-      .bind(":block", to_string(config.block))
-      .bind(":depth", std::int64_t{config.depth()})
-      .bind(":width_multiplier", config.width_multiplier)
-      .bind(":early_downsample", std::int64_t{config.early_downsample ? 1 : 0})
-      .bind(":resolution", std::int64_t{config.resolution})
-      .bind(":batch", std::int64_t{config.batch})
-      .bind(":precision", to_string(config.precision))
-      .bind(":stage_blocks", json_ints(config.stage_blocks))
-      .bind(":stage_widths", json_ints(config.stage_widths))
-      .bind(":classes", std::int64_t{config.classes})
-      .run();
+  write_configuration(db, record.configuration_key, config);
 
   static const std::string insert_sql =
       store::insert_measurement_sql(store::measurement_columns());

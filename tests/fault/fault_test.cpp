@@ -330,7 +330,7 @@ TEST_F(FaultTest, AFullFileSystemStopsTheCampaignCleanlyAndResumeCompletesIt) {
   const std::string script =
       "mount -t tmpfs -o size=320k tmpfs " + mount_point + " || exit 77; " +
       // Fill most of it, so the campaign runs out of space after a few measurements.
-      "head -c 100000 /dev/zero > " + mount_point + "/filler; " + carb + "; echo full=\\$?; " +
+      "head -c 80000 /dev/zero > " + mount_point + "/filler; " + carb + "; echo full=\\$?; " +
       "sqlite3 " + db + " 'PRAGMA integrity_check; SELECT count(*) FROM measurements'; " + "rm " +
       mount_point + "/filler; mount -o remount,size=8m " + mount_point + "; " + carb +
       "; echo resumed=\\$?; cp " + db + " " + dir.file("copy.sqlite");

@@ -126,13 +126,30 @@ TEST(StoreColumns, AFreshDatabaseHasTheListsColumnsInOrder) {
   // The view's identity and knob columns, as every export begins.
   RawDb raw(path);
   const std::vector<std::string> view = names(table_info(raw, "measurement_view"));
-  const std::vector<std::string> head(view.begin(), view.begin() + 22);
-  EXPECT_EQ(head, (std::vector<std::string>{
-                      "measurement_key", "campaign", "device_fingerprint", "device_kind",
-                      "device_name", "configuration_key", "block", "depth", "width_multiplier",
-                      "early_downsample", "resolution", "batch", "precision", "stage_blocks",
-                      "stage_widths", "classes", "status", "detail", "attempts", "started_at",
-                      "finished_at", "software_versions"}));
+  const std::vector<std::string> head(view.begin(), view.begin() + 23);
+  EXPECT_EQ(head, (std::vector<std::string>{"measurement_key",
+                                            "campaign",
+                                            "device_fingerprint",
+                                            "device_kind",
+                                            "device_name",
+                                            "configuration_key",
+                                            "architecture",
+                                            "block",
+                                            "depth",
+                                            "width_multiplier",
+                                            "early_downsample",
+                                            "resolution",
+                                            "batch",
+                                            "precision",
+                                            "stage_blocks",
+                                            "stage_widths",
+                                            "classes",
+                                            "status",
+                                            "detail",
+                                            "attempts",
+                                            "started_at",
+                                            "finished_at",
+                                            "software_versions"}));
 }
 
 TEST(StoreColumns, ADatabaseMigratedFromVersion1IsTheFreshOne) {
@@ -210,13 +227,13 @@ TEST(StoreColumns, AColumnOfANewVersionComesFromItsEntry) {
   std::vector<Column> columns(store::measurement_columns().begin(),
                               store::measurement_columns().end());
   // In the view and the export it goes where it is listed, here after the energy columns.
-  const auto after_energy = std::find_if(columns.begin(), columns.end(), [](const Column& c) {
-    return c.name == "dynamic_energy_j";
-  });
+  const auto after_energy = std::find_if(
+      columns.begin(), columns.end(), [](const Column& c) { return c.name == "dynamic_energy_j"; });
   columns.insert(after_energy + 1, Column{"extra_energy_j", ColumnType::kReal,
                                           "extra_energy_j >= 0", version, &get_extra, &set_extra});
-  EXPECT_EQ(store::added_columns_sql(columns, version),
-            "ALTER TABLE measurements ADD COLUMN extra_energy_j REAL CHECK (extra_energy_j >= 0);\n");
+  EXPECT_EQ(
+      store::added_columns_sql(columns, version),
+      "ALTER TABLE measurements ADD COLUMN extra_energy_j REAL CHECK (extra_energy_j >= 0);\n");
   for (int past = 1; past <= store::kHistoricalVersion; ++past) {
     EXPECT_EQ(store::added_columns_sql(columns, past), "") << past;
   }
