@@ -122,7 +122,9 @@ std::string copied_columns(sqlite3* db, const std::string& table_alias) {
   while (columns.step()) {
     const std::string name = columns.text("name");
     if (name == "id" || name == "campaign_id" || name == "device_id") continue;
-    list += (list.empty() ? "" : ", ") + table_alias + name;
+    if (!list.empty()) list += ", ";
+    list += table_alias;
+    list += name;
   }
   return list;
 }
@@ -190,10 +192,15 @@ MergeReport Store::merge(const std::string& source_path) {
                  "fingerprint, kind, name, details FROM " +
                      source + "devices WHERE true ON CONFLICT (fingerprint) DO NOTHING");
   store::execute(db,
-                 "INSERT INTO main.configurations (key, block, depth, width_multiplier, "
-                 "early_downsample, resolution, batch, precision, stage_blocks, stage_widths, "
-                 "classes) SELECT key, block, depth, width_multiplier, early_downsample, "
-                 "resolution, batch, precision, stage_blocks, stage_widths, classes FROM " +
+                 "INSERT INTO main.architectures (hash, name, source, definition) SELECT hash, "
+                 "name, source, definition FROM " +
+                     source + "architectures WHERE true ON CONFLICT (hash) DO NOTHING");
+  store::execute(db,
+                 "INSERT INTO main.configurations (key, architecture, block, depth, "
+                 "width_multiplier, early_downsample, resolution, batch, precision, stage_blocks, "
+                 "stage_widths, classes) SELECT key, architecture, block, depth, "
+                 "width_multiplier, early_downsample, resolution, batch, precision, stage_blocks, "
+                 "stage_widths, classes FROM " +
                      source + "configurations WHERE true ON CONFLICT (key) DO NOTHING");
 
   // Drift probes are points in time: each (device, probe, moment) is copied once.

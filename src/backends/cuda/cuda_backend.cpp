@@ -156,7 +156,7 @@ std::string uuid_string(const std::array<unsigned char, 16>& bytes) {
 
 std::string no_device_reason(const std::string& error_name, const std::string& error_message,
                              const std::string& driver_load_error) {
-  const std::string runtime = "cudaGetDeviceCount: " + error_message + " (" + error_name + ")";
+  std::string runtime = "cudaGetDeviceCount: " + error_message + " (" + error_name + ")";
   if (!driver_load_error.empty()) {
     return "no NVIDIA driver: libcuda.so.1 cannot be loaded (" + driver_load_error + "); " +
            runtime;
