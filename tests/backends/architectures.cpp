@@ -188,19 +188,20 @@ Architecture shufflenet_units(const char* name, int stem_channels, int half) {
   return b.finish();
 }
 
-// DenseNet: two dense layers (batch norm and ReLU on the concat of every earlier feature map,
-// 1x1 conv, batch norm, ReLU, 3x3 conv of growth 16 without batch norm or bias) and a
-// transition (batch norm, ReLU, 1x1 conv, 2x2 average pool), then norm5, ReLU, pool, fc.
+// DenseNet as torchvision writes it: two dense layers (batch norm and ReLU on the concat of every
+// earlier feature map, 1x1 conv, batch norm, ReLU, 3x3 conv of growth 16 without batch norm or
+// bias), the block's output the concat of all three maps, then a transition (batch norm, ReLU,
+// 1x1 conv, 2x2 average pool), norm5, ReLU, pool and fc.
 Architecture densenet_transition() {
   ArchitectureBuilder b("densenet_transition");
-  int features = b.relu(conv_bn(b, 0, 32, 3, 2, 1));
+  std::vector<int> features = {b.relu(conv_bn(b, 0, 32, 3, 2, 1))};
   for (int layer = 0; layer < 2; ++layer) {
-    int x = b.relu(b.batch_norm(features));
+    const int input = features.size() == 1 ? features.front() : b.concat(features);
+    int x = b.relu(b.batch_norm(input));
     x = b.relu(conv_bn(b, x, 64, 1, 1, 0));
-    x = b.conv(x, 16, 3, 1, 1);
-    features = b.concat({features, x});
+    features.push_back(b.conv(x, 16, 3, 1, 1));
   }
-  int x = b.conv(b.relu(b.batch_norm(features)), 32, 1, 1, 0);
+  int x = b.conv(b.relu(b.batch_norm(b.concat(features))), 32, 1, 1, 0);
   x = b.avg_pool(x, 2, 2, 0, false, true);
   x = b.relu(b.batch_norm(x));
   b.fc(b.global_avg_pool(x), 10);

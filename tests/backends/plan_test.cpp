@@ -196,21 +196,25 @@ TEST(ExecutionPlan, DenseNetKeepsConcatInputsLiveAndNormalisesSharedFeaturesOutO
           "conv1+batch_norm+relu", "batch_norm4+relu", "conv6+batch_norm+relu", "conv9", "concat10",
           "batch_norm11+relu", "conv13+batch_norm+relu", "conv16", "concat17", "batch_norm18+relu",
           "conv20", "avg_pool21", "batch_norm22+relu", "global_avg_pool24", "fc25"}));
-  // The stem's features are read by the first batch norm and by the concat: the batch norm
-  // writes a value of its own, and the features stay live until the concat.
+  // The stem's features are read by the first batch norm and by both concats: the batch norm
+  // writes a value of its own, and the features stay live until the block's concat.
+  const int stem = op_named(plan, "conv1+batch_norm+relu").output;
   const Op& first = op_named(plan, "batch_norm4+relu");
   EXPECT_EQ(first.kind, OpKind::kBatchNorm);
   EXPECT_TRUE(first.relu);
+  EXPECT_EQ(first.input, stem);
   EXPECT_NE(first.output, first.input);
-  const Op& concat = op_named(plan, "concat10");
-  EXPECT_EQ(concat.input, op_named(plan, "conv1+batch_norm+relu").output);
-  EXPECT_EQ(concat.other_inputs, (std::vector<int>{op_named(plan, "conv9").output}));
-  EXPECT_EQ(value_of(plan, concat.input).last_op, position(plan, "concat10"));
-  EXPECT_NE(concat.output, concat.input);
-  // The second concat is read by the transition's batch norm alone: normalised in place.
-  const Op& transition = op_named(plan, "batch_norm18+relu");
-  EXPECT_EQ(transition.input, op_named(plan, "concat17").output);
-  EXPECT_EQ(transition.output, transition.input);
+  const Op& block = op_named(plan, "concat17");
+  EXPECT_EQ(block.input, stem);
+  EXPECT_EQ(block.other_inputs,
+            (std::vector<int>{op_named(plan, "conv9").output, op_named(plan, "conv16").output}));
+  EXPECT_EQ(value_of(plan, stem).last_op, position(plan, "concat17"));
+  EXPECT_EQ(value_of(plan, op_named(plan, "conv9").output).last_op, position(plan, "concat17"));
+  // A concat read by one batch norm alone is normalised in place.
+  for (const char* name : {"batch_norm11+relu", "batch_norm18+relu"}) {
+    EXPECT_EQ(op_named(plan, name).output, op_named(plan, name).input) << name;
+  }
+  EXPECT_EQ(op_named(plan, "batch_norm11+relu").input, op_named(plan, "concat10").output);
   EXPECT_EQ(op_named(plan, "batch_norm22+relu").output, op_named(plan, "avg_pool21").output);
 }
 
