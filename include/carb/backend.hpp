@@ -212,9 +212,10 @@ std::unique_ptr<Backend> make_backend_for(std::string_view device);
 /// Batch-norm epsilon of every generated network (PyTorch's default).
 inline constexpr double kBatchNormEpsilon = 1e-5;
 
-/// Seeded parameters of one IR layer, in PyTorch's layouts. Conv: weight OIHW. Batch norm:
-/// weight = gamma, bias = beta, running_mean, running_var. Fully connected: weight
-/// [classes][inputs], bias. Other layers: all empty.
+/// Seeded parameters of one IR layer, in PyTorch's layouts. Conv: weight OIHW (I: the input
+/// channels of one group), its bias where it has one. Batch norm: weight = gamma, bias = beta,
+/// running_mean, running_var. Fully connected: weight [outputs][C x H x W of its input], its
+/// bias where it has one. Other layers: all empty.
 struct LayerParameters {
   std::vector<float> weight;
   std::vector<float> bias;
@@ -243,10 +244,11 @@ struct LayerParameterSpans {
 LayerParameterSizes layer_parameter_sizes(const Network& network, int layer_index);
 
 /// Parameters of layer `layer_index` of `network`, a pure function of (network, index, seed)
-/// that keeps activations O(1): He-uniform conv weights, gamma ~1 (the last batch norm of each
-/// residual branch scaled by 1/sqrt(blocks) so the residual sum does not grow with depth),
-/// beta and mean within 0.1, variance 1 +- 0.1, PyTorch's default fc initialisation. Every
-/// backend and the conformance reference use it, so they compute the same function.
+/// that keeps activations O(1): He-uniform conv weights (PyTorch's default bias), gamma ~1 (the
+/// last batch norm of each residual branch scaled by 1/sqrt(blocks) so the residual sum does not
+/// grow with depth), beta and mean within 0.1, variance 1 +- 0.1, PyTorch's default fc
+/// initialisation. Every backend and the conformance reference use it, so they compute the same
+/// function.
 LayerParameters generate_layer_parameters(const Network& network, int layer_index,
                                           std::uint64_t seed);
 /// The same values written into caller-owned buffers (no allocation, one vectorised pass per

@@ -1,14 +1,18 @@
 // The conformance suite every backend passes: for each device of each compiled backend and each
-// tiny network, the device's output equals the float64 reference within the precision's bound,
-// and a configuration the device does not support is reported as a status (then skipped).
+// tiny network (ResNets from keys, imported architectures built by hand), the device's output
+// equals the float64 reference within the precision's bound, and a configuration the device does
+// not support (an imported one where the device runs none, DeviceInfo::imported_reason) is
+// reported as a status with its reason, then skipped.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <iostream>
 #include <ostream>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "architectures.hpp"
 #include "carb/backend.hpp"
 #include "reference.hpp"
 
@@ -62,6 +66,60 @@ constexpr const char* kKeys[] = {
     "bottleneck26_w0.1_ds_r32_b1_fp16",
 };
 
+// Hand-built imported architectures (architectures.hpp), one per CNN family: batch 1 and 2,
+// fp32 and bf16, odd resolutions where their shapes allow.
+struct ImportedCase {
+  const char* architecture;
+  int resolution;
+  int batch;
+  Precision precision;
+};
+constexpr ImportedCase kImported[] = {
+    {"mobilenet_v2_block", 32, 1, Precision::kFp32},
+    {"mobilenet_v2_block", 33, 2, Precision::kFp32},
+    {"mobilenet_v2_block", 32, 2, Precision::kBf16},
+    {"mobilenet_v3_se", 32, 1, Precision::kFp32},
+    {"mobilenet_v3_se", 32, 2, Precision::kFp32},
+    {"mobilenet_v3_se", 32, 2, Precision::kBf16},
+    {"efficientnet_se", 32, 2, Precision::kFp32},
+    {"efficientnet_se", 33, 1, Precision::kBf16},
+    {"shufflenet_v2_58", 32, 1, Precision::kFp32},
+    {"shufflenet_v2_58", 32, 2, Precision::kFp32},
+    {"shufflenet_v2_58", 32, 2, Precision::kBf16},
+    {"shufflenet_v2_32", 32, 2, Precision::kFp32},
+    {"shufflenet_v2_32", 32, 1, Precision::kBf16},
+    {"densenet_transition", 32, 1, Precision::kFp32},
+    {"densenet_transition", 32, 2, Precision::kFp32},
+    {"densenet_transition", 32, 2, Precision::kBf16},
+    {"squeezenet_fire", 33, 1, Precision::kFp32},
+    {"squeezenet_fire", 33, 2, Precision::kFp32},
+    {"squeezenet_fire", 33, 2, Precision::kBf16},
+    {"resnext_block", 16, 1, Precision::kFp32},
+    {"resnext_block", 16, 2, Precision::kFp32},
+    {"resnext_block", 16, 2, Precision::kBf16},
+    {"dilated_convs", 32, 2, Precision::kFp32},
+    {"dilated_convs", 33, 1, Precision::kFp32},
+    {"pools_and_activations", 32, 1, Precision::kFp32},
+    {"pools_and_activations", 32, 2, Precision::kFp32},
+    {"pools_and_activations", 32, 2, Precision::kBf16},
+    {"batch_norm_folded", 32, 2, Precision::kFp32},
+    {"batch_norm_folded", 32, 1, Precision::kBf16},
+    {"crossing_residuals", 32, 2, Precision::kFp32},
+};
+
+// Every conformance configuration with its label: a ResNet's key, an imported one's
+// architecture name, resolution, batch and precision (its key only names a hash).
+std::vector<std::pair<std::string, Config>> labelled_configs() {
+  std::vector<std::pair<std::string, Config>> configs;
+  for (const char* key : kKeys) configs.emplace_back(key, parse_key(key));
+  for (const ImportedCase& c : kImported) {
+    configs.emplace_back(std::string(c.architecture) + "_r" + std::to_string(c.resolution) + "_b" +
+                             std::to_string(c.batch) + "_" + std::string(to_string(c.precision)),
+                         testing::test_config(c.architecture, c.resolution, c.batch, c.precision));
+  }
+  return configs;
+}
+
 const std::vector<std::unique_ptr<Backend>>& backends() {
   static const std::vector<std::unique_ptr<Backend>> instances = make_backends();
   return instances;
@@ -70,27 +128,29 @@ const std::vector<std::unique_ptr<Backend>>& backends() {
 // One (device, configuration) pair; the device belongs to backends().
 struct ConformanceCase {
   const Device* device = nullptr;
-  std::string key;
+  std::string label;
+  Config config;
 };
 
 // How gtest and ctest show a case; gtest finds it by this exact name.
 // NOLINTNEXTLINE(readability-identifier-naming)
 void PrintTo(const ConformanceCase& c, std::ostream* out) {
-  *out << c.device->info().id << " " << c.key;
+  *out << c.device->info().id << " " << c.label << " (" << to_key(c.config) << ")";
 }
 
 std::vector<ConformanceCase> conformance_cases() {
   std::vector<ConformanceCase> cases;
+  const std::vector<std::pair<std::string, Config>> configs = labelled_configs();
   for (const auto& backend : backends()) {
     for (const auto& device : backend->devices()) {
-      for (const char* key : kKeys) cases.push_back({device.get(), key});
+      for (const auto& [label, config] : configs) cases.push_back({device.get(), label, config});
     }
   }
   return cases;
 }
 
 std::string case_name(const ::testing::TestParamInfo<ConformanceCase>& info) {
-  std::string name = info.param.device->info().id + "_" + info.param.key;
+  std::string name = info.param.device->info().id + "_" + info.param.label;
   for (char& c : name) {
     if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
   }
@@ -101,7 +161,7 @@ class Conformance : public ::testing::TestWithParam<ConformanceCase> {};
 
 TEST_P(Conformance, OutputMatchesFloat64Reference) {
   const Device& device = *GetParam().device;
-  const Config config = parse_key(GetParam().key);
+  const Config& config = GetParam().config;
   const Support support = device.supports(config);
   if (!support.supported) {
     EXPECT_FALSE(support.reason.empty());
@@ -117,7 +177,9 @@ TEST_P(Conformance, OutputMatchesFloat64Reference) {
   const std::vector<double> reference =
       testing::reference_forward(network, kSeed, generate_input(network, kSeed));
   ASSERT_EQ(output.size(), reference.size());
-  ASSERT_EQ(output.size(), static_cast<std::size_t>(config.batch * config.classes));
+  ASSERT_EQ(output.size(),
+            static_cast<std::size_t>(
+                network.tensors[static_cast<std::size_t>(network.output)].elements()));
 
   // The generated parameters keep activations O(1), so the comparison is not against zeros.
   double largest = 0;
@@ -126,7 +188,7 @@ TEST_P(Conformance, OutputMatchesFloat64Reference) {
   EXPECT_LT(largest, 1e2);
 
   EXPECT_LE(testing::relative_error(output, reference), tolerance(config.precision))
-      << GetParam().key;
+      << GetParam().label;
 }
 
 INSTANTIATE_TEST_SUITE_P(AllDevices, Conformance, ::testing::ValuesIn(conformance_cases()),
@@ -169,8 +231,7 @@ TEST(RoundingSimulation, ToleranceBoundsAreAtLeastTwiceWhatRoundingAloneCosts) {
   for (const Format& format :
        {Format{Precision::kFp16, 11, -13}, Format{Precision::kBf16, 8, -125}}) {
     double worst = 0;
-    for (const char* key : kKeys) {
-      Config config = parse_key(key);
+    for (auto [label, config] : labelled_configs()) {
       if (config.precision != format.precision) continue;
       config.precision = Precision::kFp32;  // the same network; the simulation rounds
       const Network network = build_network(config);
@@ -182,7 +243,7 @@ TEST(RoundingSimulation, ToleranceBoundsAreAtLeastTwiceWhatRoundingAloneCosts) {
       const std::vector<double> rounded = testing::reference_forward(network, kSeed, input, round);
       const std::vector<float> as_float(rounded.begin(), rounded.end());
       const double error = testing::relative_error(as_float, exact);
-      EXPECT_GT(error, 0) << key;  // the rounding does happen
+      EXPECT_GT(error, 0) << label;  // the rounding does happen
       worst = std::max(worst, error);
     }
     EXPECT_LE(2 * worst, tolerance(format.precision)) << to_string(format.precision);

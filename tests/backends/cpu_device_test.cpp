@@ -2,14 +2,18 @@
 // determinism, repeated runs, input/output, kernel provenance and the oneDNN check macro.
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <new>
 #include <sstream>
 #include <string>
+#include <tuple>
 
+#include "architectures.hpp"
 #include "carb/backend.hpp"
 #include "carb/error.hpp"
 #include "cpu/cpu_backend.hpp"
@@ -43,6 +47,178 @@ class CpuDeviceTest : public ::testing::Test {
 
 bool bitwise_equal(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+// Imported architectures (hand-built, architectures.hpp): the device runs them, plans their
+// memory exactly, lays activations out in blocks unless a slice, concat or grouped conv falls
+// off them (then nhwc), counts every byte, and says why when it cannot run one.
+std::vector<std::pair<std::string, Config>> imported_configs(bool with_bf16) {
+  std::vector<std::pair<std::string, Config>> configs;
+  for (const testing::TestArchitecture& test : testing::test_architectures()) {
+    if (test.name == "overhanging_average") continue;
+    for (const int batch : {1, 3}) {
+      configs.emplace_back(test.name, testing::test_config(test.name, 33, batch, Precision::kFp32));
+    }
+    if (with_bf16) {
+      configs.emplace_back(test.name, testing::test_config(test.name, 32, 2, Precision::kBf16));
+    }
+  }
+  return configs;
+}
+
+TEST_F(CpuDeviceTest, ImportedArchitecturesAreSupportedAndPlannedExactly) {
+  const bool bf16 = device_.supports(parse_key("basic10_w0.25_ds_r32_b2_bf16_k10")).supported;
+  for (const auto& [name, config] : imported_configs(bf16)) {
+    const Support support = device_.supports(config);
+    ASSERT_TRUE(support.supported) << name << ": " << support.reason;
+    const std::optional<MemoryUsage> planned = device_.plan_memory(config);
+    ASSERT_TRUE(planned.has_value()) << name;
+    const auto session = device_.prepare(config, kSeed);
+    const MemoryUsage prepared = session->memory();
+    EXPECT_EQ(planned->weight_bytes, prepared.weight_bytes) << name;
+    EXPECT_EQ(planned->activation_bytes, prepared.activation_bytes) << name;
+    EXPECT_EQ(planned->scratchpad_bytes, prepared.scratchpad_bytes) << name;
+    EXPECT_EQ(planned->peak_bytes, prepared.peak_bytes) << name;
+    EXPECT_GT(prepared.weight_bytes, 0) << name;
+    const std::vector<float> output = run_once(*session);
+    EXPECT_EQ(output.size(), static_cast<std::size_t>(
+                                 session->network()
+                                     .tensors[static_cast<std::size_t>(session->network().output)]
+                                     .elements()))
+        << name;
+  }
+}
+
+TEST_F(CpuDeviceTest, ImportedActivationsAreBlockedUnlessAViewOrAGroupFallsOffTheBlocks) {
+  const std::string blocked =
+      dnnl::get_effective_cpu_isa() >= dnnl::cpu_isa::avx512_core ? "nChw16c" : "nChw8c";
+  // (architecture, layout, why not blocked)
+  const std::vector<std::tuple<const char*, std::string, std::string>> cases = {
+      {"mobilenet_v2_block", blocked, ""},   // 24 channels: padded blocks, no view
+      {"densenet_transition", blocked, ""},  // concats at channels 0, 32 and 48
+      {"shufflenet_v2_32", blocked, ""},     // halves of 32 channels
+      {"shufflenet_v2_58", "nhwc", "concat18: a concat input off the blocks"},
+      {"resnext_block", "nhwc", "conv7: a grouped conv of partial blocks"},  // 4 per group
+  };
+  for (const auto& [name, layout, reason] : cases) {
+    const auto session =
+        device_.prepare(testing::test_config(name, 32, 1, Precision::kFp32), kSeed);
+    const nlohmann::json details = session->details();
+    EXPECT_EQ(details.at("layout"), layout) << name;
+    EXPECT_EQ(details.value("layout_reason", ""), reason) << name;
+  }
+  EXPECT_EQ(prepare(kTinyBasic)->details().at("layout"), blocked);
+}
+
+TEST_F(CpuDeviceTest, ImportedOpsRunOnOneDnnsOptimisedKernels) {
+  // A reference kernel (oneDNN's "ref:") is many times slower than the jit ones: none may run.
+  for (const testing::TestArchitecture& test : testing::test_architectures()) {
+    if (test.name == "overhanging_average") continue;
+    const auto session =
+        device_.prepare(testing::test_config(test.name, 32, 2, Precision::kFp32), kSeed);
+    for (const KernelInfo& kernel : session->kernels()) {
+      EXPECT_EQ(kernel.implementation.find("ref"), std::string::npos)
+          << test.name << ": " << kernel.name << " runs " << kernel.implementation;
+    }
+  }
+}
+
+TEST_F(CpuDeviceTest, ImportedKernelsFuseBatchNormsActivationsAndSums) {
+  const auto session =
+      device_.prepare(testing::test_config("mobilenet_v2_block", 32, 2, Precision::kFp32), kSeed);
+  std::vector<std::string> names;
+  for (const KernelInfo& kernel : session->kernels()) names.push_back(kernel.name);
+  EXPECT_EQ(names,
+            (std::vector<std::string>{
+                "conv1+batch_norm+clip", "conv4+batch_norm+clip", "conv7+batch_norm+clip",
+                "conv10+batch_norm", "conv12+batch_norm+clip", "conv15+batch_norm+clip",
+                "conv18+batch_norm+add", "conv21+batch_norm+clip", "global_avg_pool24", "fc25"}));
+  // A standalone hard sigmoid is two kernels (oneDNN 2.6 has none): linear, then clip. An
+  // activation after a binary op that writes over padded channels is a kernel of its own.
+  const auto pools = device_.prepare(
+      testing::test_config("pools_and_activations", 32, 1, Precision::kFp32), kSeed);
+  std::vector<std::string> pool_names;
+  for (const KernelInfo& kernel : pools->kernels()) pool_names.push_back(kernel.name);
+  const bool channels_padded = dnnl::get_effective_cpu_isa() >= dnnl::cpu_isa::avx512_core;
+  std::vector<std::string> expected = {"conv1+relu",          "avg_pool3", "sigmoid4",
+                                       "max_pool5",           "avg_pool6", "hard_sigmoid7",
+                                       "hard_sigmoid7(clip)", "avg_pool8", "clip9"};
+  if (channels_padded) {  // 24 channels in blocks of 16
+    expected.insert(expected.end(), {"mul10+hard_swish", "mul10+hard_swish(hardswish)",
+                                     "add12+relu", "add12+relu(relu)", "fc14"});
+  } else {
+    expected.insert(expected.end(), {"mul10+hard_swish", "add12+relu", "fc14"});
+  }
+  EXPECT_EQ(pool_names, expected);
+}
+
+// What an op holds in the weight region, unpadded: a conv its weights and one bias per output
+// channel where it has a bias or a folded batch norm, an fc its weights and bias, a standalone
+// batch norm its mean, variance, scale and shift.
+std::int64_t unpadded_parameter_bytes(const Network& network) {
+  std::int64_t values = 0;
+  for (const engine::Op& op : engine::plan_execution(network).ops) {
+    const Layer& layer = network.layers[static_cast<std::size_t>(op.layer)];
+    const LayerParameterSizes sizes = layer_parameter_sizes(network, op.layer);
+    const std::int64_t channels = network.tensors[static_cast<std::size_t>(layer.output)].c;
+    if (op.kind == engine::OpKind::kConv) {
+      values += static_cast<std::int64_t>(sizes.weight) +
+                (op.batch_norm >= 0 || layer.bias ? channels : 0);
+    } else if (op.kind == engine::OpKind::kFullyConnected) {
+      values += static_cast<std::int64_t>(sizes.weight + sizes.bias);
+    } else if (op.kind == engine::OpKind::kBatchNorm) {
+      values += 4 * channels;
+    }
+  }
+  return values * static_cast<std::int64_t>(sizeof(float));
+}
+
+TEST_F(CpuDeviceTest, ImportedWeightBytesAreEveryParameterInTheKernelsLayouts) {
+  // Channel counts whose weights the kernels do not pad: exactly the parameters (DenseNet's
+  // standalone batch norms included); the others at least that.
+  for (const char* name : {"densenet_transition", "batch_norm_folded", "resnext_block"}) {
+    const Config config = testing::test_config(name, 32, 1, Precision::kFp32);
+    EXPECT_EQ(device_.prepare(config, kSeed)->memory().weight_bytes,
+              unpadded_parameter_bytes(build_network(config)))
+        << name;
+  }
+  for (const testing::TestArchitecture& test : testing::test_architectures()) {
+    if (test.name == "overhanging_average") continue;
+    const Config config = testing::test_config(test.name, 32, 1, Precision::kFp32);
+    EXPECT_GE(device_.prepare(config, kSeed)->memory().weight_bytes,
+              unpadded_parameter_bytes(build_network(config)))
+        << test.name;
+  }
+}
+
+TEST_F(CpuDeviceTest, AnImportedConfigurationItCannotRunIsAStatusWithItsReason) {
+  const auto status = [this](const Config& config) {
+    Support support;
+    EXPECT_NO_THROW(support = device_.supports(config));
+    EXPECT_FALSE(support.supported);
+    for (const auto& call : {std::function<void()>([&] { device_.prepare(config, kSeed); }),
+                             std::function<void()>([&] { device_.plan_memory(config); })}) {
+      try {
+        call();
+        ADD_FAILURE() << "an unsupported configuration was accepted";
+      } catch (const Error& error) {
+        EXPECT_EQ(error.category(), ErrorCategory::kInput);
+        EXPECT_NE(std::string(error.what()).find(support.reason), std::string::npos)
+            << error.what();
+      }
+    }
+    return support.reason;
+  };
+  const std::string overhang =
+      status(testing::test_config("overhanging_average", 32, 1, Precision::kFp32));
+  EXPECT_NE(overhang.find("layer avg_pool3 (avg_pool)"), std::string::npos) << overhang;
+  EXPECT_NE(overhang.find("overhangs the padding"), std::string::npos) << overhang;
+  // pools_and_activations has the same pool with no padding: it runs.
+  EXPECT_TRUE(
+      device_.supports(testing::test_config("pools_and_activations", 32, 1, Precision::kFp32))
+          .supported);
+  const std::string not_loaded = status(parse_key("graph-0123456789abcdef_r32_b1_fp32"));
+  EXPECT_NE(not_loaded.find("is not loaded"), std::string::npos) << not_loaded;
 }
 
 TEST(Registry, ListsTheCpuBackendFirstWithOneDevice) {

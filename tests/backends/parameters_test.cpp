@@ -7,6 +7,7 @@
 #include <cstring>
 #include <vector>
 
+#include "architectures.hpp"
 #include "carb/backend.hpp"
 
 namespace carb {
@@ -115,6 +116,68 @@ TEST(Parameters, FillingCallerBuffersGivesTheSameBitsAndSkipsWhatIsNotAsked) {
     EXPECT_TRUE(bitwise_equal(bias, whole.bias)) << "layer " << layer;
     EXPECT_TRUE(bitwise_equal(mean, whole.running_mean)) << "layer " << layer;
     EXPECT_TRUE(bitwise_equal(var, whole.running_var)) << "layer " << layer;
+  }
+}
+
+TEST(Parameters, GroupedConvsDrawHeUniformOverTheirGroupsFanInThenTheirBias) {
+  // dilated_convs: layer 7 is a 3x3 conv of 32 channels in 2 groups; layer 10 a 3x3 conv with
+  // a bias.
+  const Network network =
+      build_network(testing::test_config("dilated_convs", 32, 1, Precision::kFp32));
+  const Layer& grouped = network.layers[6];
+  ASSERT_EQ(grouped.groups, 2);
+  const LayerParameterSizes grouped_sizes = layer_parameter_sizes(network, 6);
+  EXPECT_EQ(grouped_sizes.weight, 32u * 16 * 3 * 3);
+  EXPECT_EQ(grouped_sizes.bias, 0u);
+  EXPECT_EQ(static_cast<std::int64_t>(grouped_sizes.weight), grouped.params);
+  const auto grouped_limit = static_cast<float>(std::sqrt(6.0 / (16 * 3 * 3)));
+  SequentialSplitMix64 grouped_stream(kSeed, 6);
+  for (const float value : generate_layer_parameters(network, 6, kSeed).weight) {
+    ASSERT_EQ(value, grouped_stream.uniform(-grouped_limit, grouped_limit));
+  }
+
+  const Layer& biased = network.layers[9];
+  ASSERT_TRUE(biased.bias);
+  const LayerParameterSizes sizes = layer_parameter_sizes(network, 9);
+  EXPECT_EQ(sizes.weight, 16u * 32 * 3 * 3);
+  EXPECT_EQ(sizes.bias, 16u);
+  EXPECT_EQ(static_cast<std::int64_t>(sizes.weight + sizes.bias), biased.params);
+  const LayerParameters p = generate_layer_parameters(network, 9, kSeed);
+  const int fan_in = 32 * 3 * 3;
+  const auto limit = static_cast<float>(std::sqrt(6.0 / fan_in));
+  const auto bias_limit = static_cast<float>(1.0 / std::sqrt(static_cast<double>(fan_in)));
+  SequentialSplitMix64 stream(kSeed, 9);
+  for (const float value : p.weight) ASSERT_EQ(value, stream.uniform(-limit, limit));
+  for (const float value : p.bias) EXPECT_EQ(value, stream.uniform(-bias_limit, bias_limit));
+}
+
+TEST(Parameters, AnFcOverAFeatureMapHasAWeightPerValueOfIt) {
+  // pools_and_activations ends in an fc over 24 x 3 x 3 values.
+  const Network network =
+      build_network(testing::test_config("pools_and_activations", 32, 2, Precision::kFp32));
+  const int fc = first_layer_of_kind(network, LayerKind::kFullyConnected);
+  const LayerParameterSizes sizes = layer_parameter_sizes(network, fc);
+  EXPECT_EQ(sizes.weight, 10u * 24 * 3 * 3);
+  EXPECT_EQ(sizes.bias, 10u);
+  EXPECT_EQ(static_cast<std::int64_t>(sizes.weight + sizes.bias),
+            network.layers[static_cast<std::size_t>(fc)].params);
+  const auto limit = static_cast<float>(1.0 / std::sqrt(24.0 * 3 * 3));
+  SequentialSplitMix64 stream(kSeed, static_cast<std::uint64_t>(fc));
+  for (const float value : generate_layer_parameters(network, fc, kSeed).weight) {
+    ASSERT_EQ(value, stream.uniform(-limit, limit));
+  }
+}
+
+TEST(Parameters, EveryImportedLayerHasItsIrParameterCount) {
+  // A batch norm's running statistics are buffers, not parameters: the IR counts gamma and beta.
+  for (const testing::TestArchitecture& test : testing::test_architectures()) {
+    const Network network = build_network(testing::test_config(test.name, 32, 1, Precision::kFp32));
+    for (int layer = 0; layer < static_cast<int>(network.layers.size()); ++layer) {
+      const LayerParameterSizes sizes = layer_parameter_sizes(network, layer);
+      EXPECT_EQ(static_cast<std::int64_t>(sizes.weight + sizes.bias),
+                network.layers[static_cast<std::size_t>(layer)].params)
+          << test.name << " layer " << layer;
+    }
   }
 }
 

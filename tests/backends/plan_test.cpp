@@ -1,9 +1,10 @@
 // The engines' planners: which IR layers fuse into which kernels, and where activation buffers
-// sit in the arena.
+// sit in the arena, for ResNets and for hand-built imported architectures.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 
+#include "architectures.hpp"
 #include "carb/graph.hpp"
 #include "engine/plan.hpp"
 
@@ -130,6 +131,234 @@ TEST(ExecutionPlan, ArenaIsThePeakLiveSetWithinTheAnalyticPeakPlusTheKeptInput) 
     EXPECT_LE(arena.peak_live_bytes, peak_bytes + input_bytes) << key;
     // On a ResNet's lifetimes greedy-by-size placement wastes nothing.
     EXPECT_EQ(arena.arena_bytes, arena.peak_live_bytes) << key;
+  }
+}
+
+Network test_network(std::string_view name, int resolution = 32, int batch = 1) {
+  return build_network(testing::test_config(name, resolution, batch, Precision::kFp32));
+}
+
+std::vector<std::string> op_names(const ExecutionPlan& plan) {
+  std::vector<std::string> names;
+  for (const Op& op : plan.ops) names.push_back(op.name);
+  return names;
+}
+
+const Value& value_of(const ExecutionPlan& plan, int value) {
+  return plan.values[static_cast<std::size_t>(value)];
+}
+
+TEST(ExecutionPlan, MobileNetBlocksFuseClipsAndSumTheProjectionIntoTheBlockInput) {
+  const ExecutionPlan plan = plan_execution(test_network("mobilenet_v2_block"));
+  EXPECT_EQ(op_names(plan),
+            (std::vector<std::string>{
+                "conv1+batch_norm+clip", "conv4+batch_norm+clip", "conv7+batch_norm+clip",
+                "conv10+batch_norm", "conv12+batch_norm+clip", "conv15+batch_norm+clip",
+                "conv18+batch_norm+add", "conv21+batch_norm+clip", "global_avg_pool24", "fc25"}));
+  // add(block, projection): the identity is the add's first operand; the projection's conv
+  // accumulates into it.
+  const Op& sum = op_named(plan, "conv18+batch_norm+add");
+  EXPECT_TRUE(sum.sum);
+  EXPECT_EQ(sum.activation, -1);
+  EXPECT_EQ(sum.output, op_named(plan, "conv10+batch_norm").output);
+  EXPECT_EQ(sum.input, op_named(plan, "conv15+batch_norm+clip").output);
+  const Op& clipped = op_named(plan, "conv1+batch_norm+clip");
+  EXPECT_EQ(clipped.activation, 2);  // the clip layer
+  EXPECT_FALSE(clipped.relu);
+  EXPECT_EQ(clipped.batch_norm, 1);
+}
+
+TEST(ExecutionPlan, SqueezeExciteMultipliesInPlaceOnceThePoolHasReadItsInput) {
+  const ExecutionPlan plan = plan_execution(test_network("mobilenet_v3_se"));
+  EXPECT_EQ(op_names(plan), (std::vector<std::string>{
+                                "conv1+batch_norm+hard_swish", "conv4+batch_norm+hard_swish",
+                                "conv7+batch_norm+hard_swish", "global_avg_pool10", "conv11+relu",
+                                "conv13+hard_sigmoid", "mul15", "conv16+batch_norm+add",
+                                "global_avg_pool19", "fc20+hard_swish", "fc22"}));
+  // The depthwise output is read by the pool and the mul; the pool runs first, so the mul
+  // writes over it, its gate (the second operand) read alongside.
+  const Op& mul = op_named(plan, "mul15");
+  EXPECT_EQ(mul.kind, OpKind::kMul);
+  EXPECT_EQ(mul.input, op_named(plan, "conv7+batch_norm+hard_swish").output);
+  EXPECT_EQ(mul.output, mul.input);
+  EXPECT_EQ(mul.other_inputs, (std::vector<int>{op_named(plan, "conv13+hard_sigmoid").output}));
+  EXPECT_EQ(op_named(plan, "conv16+batch_norm+add").output,
+            op_named(plan, "conv1+batch_norm+hard_swish").output);
+  EXPECT_EQ(op_named(plan, "conv11+relu").batch_norm, -1);
+  EXPECT_TRUE(op_named(plan, "conv11+relu").relu);
+}
+
+TEST(ExecutionPlan, DenseNetKeepsConcatInputsLiveAndNormalisesSharedFeaturesOutOfPlace) {
+  const ExecutionPlan plan = plan_execution(test_network("densenet_transition"));
+  EXPECT_EQ(
+      op_names(plan),
+      (std::vector<std::string>{
+          "conv1+batch_norm+relu", "batch_norm4+relu", "conv6+batch_norm+relu", "conv9", "concat10",
+          "batch_norm11+relu", "conv13+batch_norm+relu", "conv16", "concat17", "batch_norm18+relu",
+          "conv20", "avg_pool21", "batch_norm22+relu", "global_avg_pool24", "fc25"}));
+  // The stem's features are read by the first batch norm and by both concats: the batch norm
+  // writes a value of its own, and the features stay live until the block's concat.
+  const int stem = op_named(plan, "conv1+batch_norm+relu").output;
+  const Op& first = op_named(plan, "batch_norm4+relu");
+  EXPECT_EQ(first.kind, OpKind::kBatchNorm);
+  EXPECT_TRUE(first.relu);
+  EXPECT_EQ(first.input, stem);
+  EXPECT_NE(first.output, first.input);
+  const Op& block = op_named(plan, "concat17");
+  EXPECT_EQ(block.input, stem);
+  EXPECT_EQ(block.other_inputs,
+            (std::vector<int>{op_named(plan, "conv9").output, op_named(plan, "conv16").output}));
+  EXPECT_EQ(value_of(plan, stem).last_op, position(plan, "concat17"));
+  EXPECT_EQ(value_of(plan, op_named(plan, "conv9").output).last_op, position(plan, "concat17"));
+  // A concat read by one batch norm alone is normalised in place.
+  for (const char* name : {"batch_norm11+relu", "batch_norm18+relu"}) {
+    EXPECT_EQ(op_named(plan, name).output, op_named(plan, name).input) << name;
+  }
+  EXPECT_EQ(op_named(plan, "batch_norm11+relu").input, op_named(plan, "concat10").output);
+  EXPECT_EQ(op_named(plan, "batch_norm22+relu").output, op_named(plan, "avg_pool21").output);
+}
+
+TEST(ExecutionPlan, ShuffleNetSlicesConcatsAndShufflesWriteValuesOfTheirOwn) {
+  const ExecutionPlan plan = plan_execution(test_network("shufflenet_v2_58"));
+  ASSERT_EQ(plan.ops.size(), 19u);
+  int slices = 0, concats = 0, shuffles = 0;
+  for (std::size_t k = 0; k < plan.ops.size(); ++k) {
+    const Op& op = plan.ops[k];
+    slices += op.kind == OpKind::kSlice ? 1 : 0;
+    concats += op.kind == OpKind::kConcat ? 1 : 0;
+    shuffles += op.kind == OpKind::kChannelShuffle ? 1 : 0;
+    if (op.kind == OpKind::kSlice || op.kind == OpKind::kConcat ||
+        op.kind == OpKind::kChannelShuffle) {
+      EXPECT_EQ(value_of(plan, op.output).first_op, static_cast<int>(k)) << op.name;
+    }
+  }
+  EXPECT_EQ(slices, 2);
+  EXPECT_EQ(concats, 2);
+  EXPECT_EQ(shuffles, 2);
+  // Both slices read the shuffled tensor; the half kept aside lives until the second concat.
+  const Op& kept = op_named(plan, "slice20");
+  EXPECT_EQ(kept.input, op_named(plan, "slice21").input);
+  EXPECT_EQ(kept.input, op_named(plan, "channel_shuffle19").output);
+  EXPECT_EQ(value_of(plan, kept.output).last_op, position(plan, "concat30"));
+  EXPECT_EQ(op_named(plan, "concat30").input, kept.output);
+}
+
+TEST(ExecutionPlan, ASumThatWouldOverwriteWhatIsStillReadRunsAsAConvAndAnAdd) {
+  const ExecutionPlan plan = plan_execution(test_network("crossing_residuals"));
+  EXPECT_EQ(op_names(plan),
+            (std::vector<std::string>{"conv1+batch_norm+relu", "conv4+batch_norm+relu",
+                                      "conv9+batch_norm", "add11", "conv7+batch_norm+add+relu",
+                                      "conv14+batch_norm", "add16", "global_avg_pool17", "fc18"}));
+  // add11's identity x is read by conv7, which runs at add12, later: add11 runs on its own,
+  // in place over its conv's result.
+  const int x = op_named(plan, "conv1+batch_norm+relu").output;
+  const Op& conv = op_named(plan, "conv9+batch_norm");
+  const Op& add = op_named(plan, "add11");
+  EXPECT_FALSE(conv.sum);
+  EXPECT_EQ(add.kind, OpKind::kAdd);
+  EXPECT_EQ(add.input, conv.output);
+  EXPECT_EQ(add.output, add.input);
+  EXPECT_EQ(add.other_inputs, (std::vector<int>{x}));
+  // conv7 reads x at its add, so x stays live until then; it accumulates into add11's result.
+  const Op& sum = op_named(plan, "conv7+batch_norm+add+relu");
+  EXPECT_TRUE(sum.sum && sum.relu);
+  EXPECT_EQ(sum.input, x);
+  EXPECT_EQ(sum.output, add.output);
+  EXPECT_EQ(value_of(plan, x).last_op, position(plan, "conv7+batch_norm+add+relu"));
+  // add16's identity is its conv's own input, which a sum would overwrite while the conv reads it.
+  const Op& last = op_named(plan, "add16");
+  EXPECT_EQ(last.input, op_named(plan, "conv14+batch_norm").output);
+  EXPECT_EQ(last.other_inputs, (std::vector<int>{sum.output}));
+  // With separate outputs nothing is overwritten: the first sum stays fused, the last does not.
+  const ExecutionPlan separate =
+      plan_execution(test_network("crossing_residuals"), ResidualMode::kSeparateOutput);
+  EXPECT_EQ(op_names(separate),
+            (std::vector<std::string>{"conv1+batch_norm+relu", "conv4+batch_norm+relu",
+                                      "conv9+batch_norm+add", "conv7+batch_norm+add+relu",
+                                      "conv14+batch_norm", "add16", "global_avg_pool17", "fc18"}));
+}
+
+TEST(ExecutionPlan, FoldedBatchNormNetworksSumEitherOperandOfAnAdd) {
+  const ExecutionPlan plan = plan_execution(test_network("batch_norm_folded"));
+  EXPECT_EQ(op_names(plan),
+            (std::vector<std::string>{"conv1+relu", "conv3+relu", "conv5+add+relu",
+                                      "conv8+batch_norm+relu", "conv12", "conv11+add+relu",
+                                      "global_avg_pool15", "fc16"}));
+  EXPECT_EQ(op_named(plan, "conv5+add+relu").output, op_named(plan, "conv1+relu").output);
+  EXPECT_EQ(op_named(plan, "conv8+batch_norm+relu").batch_norm, 8);
+  // add(shortcut, branch): the shortcut's conv comes first in the IR but its identity (the
+  // branch) later, so it runs at the add and accumulates into the branch's value.
+  EXPECT_EQ(op_named(plan, "conv11+add+relu").output, op_named(plan, "conv12").output);
+  EXPECT_LT(position(plan, "conv12"), position(plan, "conv11+add+relu"));
+}
+
+TEST(ExecutionPlan, StandaloneActivationsRunInPlaceUnlessTheirInputIsReadLater) {
+  const ExecutionPlan plan = plan_execution(test_network("pools_and_activations"));
+  EXPECT_EQ(op_names(plan),
+            (std::vector<std::string>{"conv1+relu", "avg_pool3", "sigmoid4", "max_pool5",
+                                      "avg_pool6", "hard_sigmoid7", "avg_pool8", "clip9",
+                                      "mul10+hard_swish", "add12+relu", "fc14"}));
+  for (const char* name : {"sigmoid4", "hard_sigmoid7"}) {
+    EXPECT_EQ(op_named(plan, name).kind, OpKind::kEltwise) << name;
+    EXPECT_EQ(op_named(plan, name).output, op_named(plan, name).input) << name;
+  }
+  // The pooled tensor is read by the clip, the mul and the add: nothing overwrites it, and it
+  // lives until the add.
+  const int pooled = op_named(plan, "avg_pool8").output;
+  EXPECT_NE(op_named(plan, "clip9").output, pooled);
+  const Op& mul = op_named(plan, "mul10+hard_swish");
+  EXPECT_EQ(mul.output, op_named(plan, "clip9").output);
+  EXPECT_EQ(mul.other_inputs, (std::vector<int>{pooled}));
+  EXPECT_EQ(op_named(plan, "add12+relu").output, mul.output);
+  EXPECT_EQ(value_of(plan, pooled).last_op, position(plan, "add12+relu"));
+}
+
+// Properties of every plan of every hand-built architecture: each value is written before it is
+// read, lifetimes cover every use, the input and output live throughout, and the arena never
+// lets two live values share a byte.
+TEST(ExecutionPlan, EveryImportedPlanReadsValuesOnlyWhileTheyLive) {
+  for (const testing::TestArchitecture& test : testing::test_architectures()) {
+    for (const int batch : {1, 2}) {
+      const Network network = test_network(test.name, 32, batch);
+      const ExecutionPlan plan = plan_execution(network);
+      const int last = static_cast<int>(plan.ops.size()) - 1;
+      std::vector<bool> written(plan.values.size(), false);
+      written[static_cast<std::size_t>(plan.input_value)] = true;
+      for (std::size_t k = 0; k < plan.ops.size(); ++k) {
+        const Op& op = plan.ops[k];
+        std::vector<int> reads = op.other_inputs;
+        reads.push_back(op.input);
+        if (op.sum || op.output == op.input) reads.push_back(op.output);
+        for (const int value : reads) {
+          EXPECT_TRUE(written[static_cast<std::size_t>(value)]) << test.name << " " << op.name;
+          EXPECT_LE(value_of(plan, value).first_op, static_cast<int>(k)) << op.name;
+          EXPECT_GE(value_of(plan, value).last_op, static_cast<int>(k)) << op.name;
+        }
+        written[static_cast<std::size_t>(op.output)] = true;
+      }
+      EXPECT_EQ(value_of(plan, plan.input_value).last_op, last) << test.name;
+      EXPECT_EQ(value_of(plan, plan.output_value).last_op, last) << test.name;
+      EXPECT_EQ(value_of(plan, plan.output_value).shape,
+                network.tensors[static_cast<std::size_t>(network.output)])
+          << test.name;
+      const ArenaPlan arena = plan_arena(fp32_requests(plan), 64);
+      EXPECT_GE(arena.arena_bytes, arena.peak_live_bytes) << test.name;
+    }
+  }
+}
+
+// Fusion and in-place writes never hold more than the analytic model of an eager engine that
+// runs elementwise layers in place (peak_activation_bytes), but for the input kept whole pass.
+TEST(ExecutionPlan, ImportedLiveSetsStayWithinTheAnalyticPeakPlusTheKeptInput) {
+  for (const testing::TestArchitecture& test : testing::test_architectures()) {
+    const Network network = test_network(test.name, 32, 2);
+    const ArenaPlan arena = plan_arena(fp32_requests(plan_execution(network)), 64);
+    const std::int64_t input_bytes = network.tensors[0].elements() * 4;
+    const std::int64_t alignment_slack_bytes =
+        64 * static_cast<std::int64_t>(network.layers.size());
+    EXPECT_LE(arena.peak_live_bytes,
+              compute_features(network).peak_activation_bytes + input_bytes + alignment_slack_bytes)
+        << test.name;
   }
 }
 

@@ -1,4 +1,6 @@
-// Straightforward loops, written for obviousness rather than speed; the networks are tiny.
+// Straightforward loops, written for obviousness rather than speed; the networks are tiny. Every
+// layer follows PyTorch's definition (and for what PyTorch cannot express, such as asymmetric
+// padding, ONNX's).
 #include "reference.hpp"
 
 #include <algorithm>
@@ -20,24 +22,29 @@ std::size_t at(const Shape& s, int a, int b, int c, int d) {
   return static_cast<std::size_t>(index);
 }
 
+// Grouped and dilated, zero padding before the input (the padding after only sets the output
+// size, which `os` gives), plus the bias where the layer has one.
 Tensor convolution(const Tensor& in, const Shape& is, const Shape& os, const Layer& layer,
-                   const std::vector<double>& weight) {
+                   const std::vector<double>& weight, const std::vector<float>& bias) {
   Tensor out(static_cast<std::size_t>(os.elements()), 0.0);
   const int k = layer.kernel;
-  const Shape weights{os.c, is.c, k, k};  // OIHW
+  const int in_per_group = is.c / layer.groups;
+  const int out_per_group = os.c / layer.groups;
+  const Shape weights{os.c, in_per_group, k, k};  // OIHW, I the input channels of one group
   for (int n = 0; n < os.n; ++n) {
     for (int o = 0; o < os.c; ++o) {
+      const int first_input = o / out_per_group * in_per_group;
       for (int y = 0; y < os.h; ++y) {
         for (int x = 0; x < os.w; ++x) {
-          double sum = 0;
-          for (int i = 0; i < is.c; ++i) {
+          double sum = bias.empty() ? 0.0 : bias[static_cast<std::size_t>(o)];
+          for (int i = 0; i < in_per_group; ++i) {
             for (int ky = 0; ky < k; ++ky) {
-              const int iy = y * layer.stride - layer.padding + ky;
+              const int iy = y * layer.stride - layer.padding + ky * layer.dilation;
               if (iy < 0 || iy >= is.h) continue;
               for (int kx = 0; kx < k; ++kx) {
-                const int ix = x * layer.stride - layer.padding + kx;
+                const int ix = x * layer.stride - layer.padding + kx * layer.dilation;
                 if (ix < 0 || ix >= is.w) continue;
-                sum += in[at(is, n, i, iy, ix)] * weight[at(weights, o, i, ky, kx)];
+                sum += in[at(is, n, first_input + i, iy, ix)] * weight[at(weights, o, i, ky, kx)];
               }
             }
           }
@@ -66,24 +73,54 @@ Tensor batch_norm(Tensor x, const Shape& s, const LayerParameters& p) {
   return x;
 }
 
-// Padding never wins the max (PyTorch pads max pooling with -infinity).
-Tensor max_pool(const Tensor& in, const Shape& is, const Shape& os, const Layer& layer) {
+double activation(const Layer& layer, double x) {
+  switch (layer.kind) {
+    case LayerKind::kRelu:
+      return std::max(x, 0.0);
+    case LayerKind::kClip:
+      return std::min(std::max(x, static_cast<double>(layer.lower)),
+                      static_cast<double>(layer.upper));
+    case LayerKind::kSigmoid:
+      return 1 / (1 + std::exp(-x));
+    case LayerKind::kHardSigmoid:
+      return std::max(0.0, std::min(1.0, layer.alpha * x + layer.beta));
+    case LayerKind::kHardSwish:
+      return x * std::min(std::max(x + 3, 0.0), 6.0) / 6;
+    case LayerKind::kSwish:
+      return x / (1 + std::exp(-x));
+    default:
+      break;
+  }
+  CARB_CHECK(false, "not an activation");
+  return 0;
+}
+
+// PyTorch's pooling: window (y, x) starts at (y, x) * stride - padding and is clipped to the
+// input. Max: padding never wins (PyTorch pads with -infinity). Average: the divisor is the
+// number of the window's values inside the input, or with count_include_pad inside the padded
+// input (a ceil-mode window's overhang past the padding never counts).
+Tensor pool(const Tensor& in, const Shape& is, const Shape& os, const Layer& layer) {
   Tensor out(static_cast<std::size_t>(os.elements()));
   for (int n = 0; n < os.n; ++n) {
     for (int c = 0; c < os.c; ++c) {
       for (int y = 0; y < os.h; ++y) {
         for (int x = 0; x < os.w; ++x) {
+          const int y0 = y * layer.stride - layer.padding;
+          const int x0 = x * layer.stride - layer.padding;
           double best = -std::numeric_limits<double>::infinity();
-          for (int ky = 0; ky < layer.kernel; ++ky) {
-            for (int kx = 0; kx < layer.kernel; ++kx) {
-              const int iy = y * layer.stride - layer.padding + ky;
-              const int ix = x * layer.stride - layer.padding + kx;
-              if (iy >= 0 && iy < is.h && ix >= 0 && ix < is.w) {
-                best = std::max(best, in[at(is, n, c, iy, ix)]);
-              }
+          double sum = 0;
+          int count = 0;
+          for (int iy = std::max(y0, 0); iy < std::min(y0 + layer.kernel, is.h); ++iy) {
+            for (int ix = std::max(x0, 0); ix < std::min(x0 + layer.kernel, is.w); ++ix) {
+              best = std::max(best, in[at(is, n, c, iy, ix)]);
+              sum += in[at(is, n, c, iy, ix)];
+              ++count;
             }
           }
-          out[at(os, n, c, y, x)] = best;
+          const int padded_rows = std::min(y0 + layer.kernel, is.h + layer.padding_after) - y0;
+          const int padded_columns = std::min(x0 + layer.kernel, is.w + layer.padding_after) - x0;
+          const int divisor = layer.count_include_pad ? padded_rows * padded_columns : count;
+          out[at(os, n, c, y, x)] = layer.kind == LayerKind::kMaxPool ? best : sum / divisor;
         }
       }
     }
@@ -105,17 +142,73 @@ Tensor global_avg_pool(const Tensor& in, const Shape& is, const Shape& os) {
   return out;
 }
 
+// Over each image's C x H x W values in that order (a flatten before it); weights [out][C*H*W].
 Tensor fully_connected(const Tensor& in, const Shape& is, const Shape& os, const LayerParameters& p,
                        const std::vector<double>& weight) {
   Tensor out(static_cast<std::size_t>(os.elements()));
-  const Shape weights{os.c, is.c, 1, 1};  // [out][in]
+  const std::int64_t inputs = is.elements() / is.n;
   for (int n = 0; n < os.n; ++n) {
     for (int o = 0; o < os.c; ++o) {
-      double sum = p.bias[static_cast<std::size_t>(o)];
-      for (int i = 0; i < is.c; ++i) {
-        sum += in[at(is, n, i, 0, 0)] * weight[at(weights, o, i, 0, 0)];
+      double sum = p.bias.empty() ? 0.0 : p.bias[static_cast<std::size_t>(o)];
+      for (std::int64_t i = 0; i < inputs; ++i) {
+        sum += in[static_cast<std::size_t>(n * inputs + i)] *
+               weight[static_cast<std::size_t>(o * inputs + i)];
       }
       out[at(os, n, o, 0, 0)] = sum;
+    }
+  }
+  return out;
+}
+
+// a * b, where b has a's shape or is n x c x 1 x 1 (one factor per image and channel).
+Tensor multiply(Tensor a, const Shape& as, const Tensor& b, const Shape& bs) {
+  const bool broadcast = bs.h == 1 && bs.w == 1;
+  for (int n = 0; n < as.n; ++n) {
+    for (int c = 0; c < as.c; ++c) {
+      for (int y = 0; y < as.h; ++y) {
+        for (int x = 0; x < as.w; ++x) {
+          a[at(as, n, c, y, x)] *= broadcast ? b[at(bs, n, c, 0, 0)] : b[at(bs, n, c, y, x)];
+        }
+      }
+    }
+  }
+  return a;
+}
+
+// Copies channels [from, from + count) of `in` to channels [to, to + count) of `out`.
+void copy_channels(const Tensor& in, const Shape& is, int from, Tensor& out, const Shape& os,
+                   int to, int count) {
+  for (int n = 0; n < is.n; ++n) {
+    for (int c = 0; c < count; ++c) {
+      for (int y = 0; y < is.h; ++y) {
+        for (int x = 0; x < is.w; ++x) {
+          out[at(os, n, to + c, y, x)] = in[at(is, n, from + c, y, x)];
+        }
+      }
+    }
+  }
+}
+
+Tensor concat(const std::vector<Tensor>& tensors, const Network& network, const Layer& layer,
+              const Shape& os) {
+  Tensor out(static_cast<std::size_t>(os.elements()));
+  int channel = 0;
+  for (const int input : layer.inputs) {
+    const Shape& shape = network.tensors[static_cast<std::size_t>(input)];
+    copy_channels(tensors[static_cast<std::size_t>(input)], shape, 0, out, os, channel, shape.c);
+    channel += shape.c;
+  }
+  return out;
+}
+
+// torch's channel_shuffle: x.view(n, groups, c / groups, h, w).transpose(1, 2).reshape(n, c, h,
+// w), so output channel i * groups + j is input channel j * (c / groups) + i.
+Tensor channel_shuffle(const Tensor& in, const Shape& s, int groups) {
+  Tensor out(in.size());
+  const int per_group = s.c / groups;
+  for (int j = 0; j < groups; ++j) {
+    for (int i = 0; i < per_group; ++i) {
+      copy_channels(in, s, j * per_group + i, out, s, i * groups + j, 1);
     }
   }
   return out;
@@ -147,29 +240,45 @@ std::vector<double> reference_forward(const Network& network, std::uint64_t seed
     Tensor out;
     switch (layer.kind) {
       case LayerKind::kConv:
-        out = convolution(in, is, os, layer, rounded(p.weight));
+        out = convolution(in, is, os, layer, rounded(p.weight), p.bias);
         break;
       case LayerKind::kBatchNorm:
         out = batch_norm(in, os, p);
         break;
-      case LayerKind::kRelu:
-        out = in;
-        for (double& v : out) v = std::max(v, 0.0);
-        break;
       case LayerKind::kAdd: {
         out = in;
-        const Tensor& identity = tensors[static_cast<std::size_t>(layer.inputs[1])];
-        for (std::size_t e = 0; e < out.size(); ++e) out[e] += identity[e];
+        const Tensor& other = tensors[static_cast<std::size_t>(layer.inputs[1])];
+        for (std::size_t e = 0; e < out.size(); ++e) out[e] += other[e];
+        break;
+      }
+      case LayerKind::kMul: {
+        const auto other = static_cast<std::size_t>(layer.inputs[1]);
+        out = multiply(in, is, tensors[other], network.tensors[other]);
         break;
       }
       case LayerKind::kMaxPool:
-        out = max_pool(in, is, os, layer);
+      case LayerKind::kAvgPool:
+        out = pool(in, is, os, layer);
         break;
       case LayerKind::kGlobalAvgPool:
         out = global_avg_pool(in, is, os);
         break;
       case LayerKind::kFullyConnected:
         out = fully_connected(in, is, os, p, rounded(p.weight));
+        break;
+      case LayerKind::kConcat:
+        out = concat(tensors, network, layer, os);
+        break;
+      case LayerKind::kChannelShuffle:
+        out = channel_shuffle(in, is, layer.groups);
+        break;
+      case LayerKind::kSlice:
+        out.assign(static_cast<std::size_t>(os.elements()), 0.0);
+        copy_channels(in, is, layer.begin, out, os, 0, os.c);
+        break;
+      default:  // an activation
+        out = in;
+        for (double& v : out) v = activation(layer, v);
         break;
     }
     for (double& v : out) v = round(v);

@@ -10,8 +10,9 @@
 
 namespace carb::testing {
 
-/// Logits [batch][classes] of `network` with the parameters generate_layer_parameters(seed)
-/// gives, on `input` (NCHW). Batch norm in inference mode with running statistics.
+/// The output of `network` (NCHW; a classifier's logits [batch][classes]) with the parameters
+/// generate_layer_parameters(seed) gives, on `input` (NCHW). Batch norm in inference mode with
+/// running statistics; every other layer as PyTorch defines it.
 std::vector<double> reference_forward(const Network& network, std::uint64_t seed,
                                       std::span<const float> input);
 

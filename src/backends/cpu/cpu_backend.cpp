@@ -66,7 +66,6 @@ class CpuDevice final : public Device {
     info_.library = library_version();
     info_.isa = isa_name(isa);
     info_.threads = omp_get_max_threads();
-    info_.imported_reason = "the CPU engine does not run imported architectures yet";
     info_.precisions = {
         {Precision::kFp32, true, {}},
         {Precision::kFp16, false,
@@ -77,18 +76,30 @@ class CpuDevice final : public Device {
 
   const DeviceInfo& info() const override { return info_; }
 
-  Support supports(const Config& config) const override { return support_for(config, info_); }
+  // An imported network may hold what the engine cannot run as PyTorch would
+  // (unsupported_reason): it is built to be checked, which is cheap next to prepare(). A ResNet
+  // never does.
+  Support supports(const Config& config) const override {
+    Support support = support_for(config, info_);
+    if (!support.supported || !config.imported()) return support;
+    try {
+      if (std::string why = unsupported_reason(build_network(config)); !why.empty()) {
+        return Support::no(std::move(why));
+      }
+    } catch (const Error& error) {
+      return Support::no(error.what());
+    }
+    return support;
+  }
 
   // The CPU engine offers none of SessionOptions' choices.
   std::unique_ptr<Session> prepare(const Config& config, std::uint64_t seed,
                                    const SessionOptions&) const override {
-    require_support(config, info_);
-    return make_cpu_session(build_network(config), seed, engine_, weight_memory_);
+    return make_cpu_session(supported_network(config), seed, engine_, weight_memory_);
   }
 
   std::optional<MemoryUsage> plan_memory(const Config& config) const override {
-    require_support(config, info_);
-    return plan_cpu_memory(build_network(config), engine_);
+    return plan_cpu_memory(supported_network(config), engine_);
   }
 
   void keep_memory_between_sessions(bool keep) const override { weight_memory_->keep(keep); }
@@ -97,6 +108,17 @@ class CpuDevice final : public Device {
   std::int64_t kept_memory_unused_bytes() const override { return weight_memory_->unused_bytes(); }
 
  private:
+  // The network of a configuration prepare() may run; throws carb::Error (input) saying why not.
+  Network supported_network(const Config& config) const {
+    require_support(config, info_);
+    Network network = build_network(config);
+    if (const std::string why = unsupported_reason(network); !why.empty()) {
+      throw Error(ErrorCategory::kInput,
+                  to_key(config) + " on " + info_.id + ": unsupported: " + why);
+    }
+    return network;
+  }
+
   DeviceInfo info_;
   dnnl::engine engine_;
   std::shared_ptr<WeightMemory> weight_memory_ = std::make_shared<WeightMemory>();

@@ -20,6 +20,9 @@ std::string cpu_model_name();
 /// The instruction set oneDNN dispatches to on this processor, e.g. "avx512_core_bf16".
 std::string effective_isa_name();
 
+/// Why the CPU engine cannot run `network` as PyTorch would, empty when it can.
+std::string unsupported_reason(const Network& network);
+
 /// What preparing `network` on `engine` would take (MemoryUsage as the session reports it),
 /// from oneDNN's primitive descriptions and the arena plan alone: nothing allocated or generated.
 MemoryUsage plan_cpu_memory(const Network& network, const dnnl::engine& engine);

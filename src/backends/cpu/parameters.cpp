@@ -92,23 +92,22 @@ LayerParameterSizes layer_parameter_sizes(const Network& network, int layer_inde
   CARB_CHECK(layer_index >= 0 && layer_index < static_cast<int>(network.layers.size()),
              "layer index out of range");
   const Layer& layer = network.layers[static_cast<std::size_t>(layer_index)];
-  const auto in =
-      static_cast<std::size_t>(network.tensors[static_cast<std::size_t>(layer.inputs[0])].c);
+  const Shape& in = network.tensors[static_cast<std::size_t>(layer.inputs[0])];
   const auto out =
       static_cast<std::size_t>(network.tensors[static_cast<std::size_t>(layer.output)].c);
+  const std::size_t bias = layer.bias ? out : 0;
   switch (layer.kind) {
     case LayerKind::kConv: {
       const auto window = static_cast<std::size_t>(layer.kernel) * layer.kernel;
-      return {out * in * window, 0, 0, 0};
+      const auto in_per_group = static_cast<std::size_t>(in.c / layer.groups);
+      return {out * in_per_group * window, bias, 0, 0};
     }
     case LayerKind::kBatchNorm:
       return {out, out, out, out};
     case LayerKind::kFullyConnected:
-      return {out * in, out, 0, 0};
-    case LayerKind::kRelu:
-    case LayerKind::kAdd:
-    case LayerKind::kMaxPool:
-    case LayerKind::kGlobalAvgPool:
+      // Its input's C x H x W values per image (a flatten before it).
+      return {out * static_cast<std::size_t>(in.elements() / in.n), bias, 0, 0};
+    default:
       break;
   }
   return {};
@@ -123,9 +122,13 @@ void generate_layer_parameters(const Network& network, int layer_index, std::uin
   switch (layer.kind) {
     case LayerKind::kConv: {
       // He-uniform: variance 2 / fan_in keeps the pre-activation variance through conv + ReLU.
-      const int fan_in = in.c * layer.kernel * layer.kernel;
+      // A group's output channels see in.c / groups inputs each.
+      const int fan_in = in.c / layer.groups * layer.kernel * layer.kernel;
       const auto limit = static_cast<float>(std::sqrt(6.0 / fan_in));
       draw(stream, out.weight, sizes.weight, -limit, limit, "conv weight");
+      // PyTorch's nn.Conv2d default bias: uniform within 1/sqrt(fan_in).
+      const auto bias_limit = static_cast<float>(1.0 / std::sqrt(static_cast<double>(fan_in)));
+      draw(stream, out.bias, sizes.bias, -bias_limit, bias_limit, "conv bias");
       break;
     }
     case LayerKind::kBatchNorm: {
@@ -141,16 +144,15 @@ void generate_layer_parameters(const Network& network, int layer_index, std::uin
       break;
     }
     case LayerKind::kFullyConnected: {
-      // PyTorch's nn.Linear default: uniform within 1/sqrt(fan_in) for weight and bias.
-      const auto limit = static_cast<float>(1.0 / std::sqrt(static_cast<double>(in.c)));
+      // PyTorch's nn.Linear default: uniform within 1/sqrt(fan_in) for weight and bias, fan_in
+      // its input's C x H x W values.
+      const double fan_in = static_cast<double>(in.c) * in.h * in.w;
+      const auto limit = static_cast<float>(1.0 / std::sqrt(fan_in));
       draw(stream, out.weight, sizes.weight, -limit, limit, "fc weight");
       draw(stream, out.bias, sizes.bias, -limit, limit, "fc bias");
       break;
     }
-    case LayerKind::kRelu:
-    case LayerKind::kAdd:
-    case LayerKind::kMaxPool:
-    case LayerKind::kGlobalAvgPool:
+    default:
       break;
   }
 }

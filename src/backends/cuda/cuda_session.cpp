@@ -480,7 +480,10 @@ class CudaSession final : public Session {
     find_workspace_ = allocator_.allocate(bytes, MemoryKind::kTransient);
   }
 
+  // A ResNet's ops: the device refuses imported networks (DeviceInfo::imported_reason), whose
+  // other ops and activations this engine does not run.
   std::unique_ptr<Step> make_step(const engine::Op& op, std::uint64_t seed) {
+    CARB_CHECK(op.activation < 0 || op.relu, op.name + ": the CUDA engine fuses only ReLU");
     switch (op.kind) {
       case engine::OpKind::kConv:
         return make_conv(op, seed);
@@ -489,8 +492,10 @@ class CudaSession final : public Session {
         return make_pool(op);
       case engine::OpKind::kFullyConnected:
         return make_fully_connected(op, seed);
+      default:
+        break;
     }
-    CARB_CHECK(false, "unknown op kind");
+    CARB_CHECK(false, op.name + ": the CUDA engine runs only a ResNet's ops");
     return nullptr;
   }
 
@@ -555,14 +560,13 @@ class CudaSession final : public Session {
       cudnnStatus_t status = cudnnSetConvolutionMathType(s.conv.get(), math);
       if (status == CUDNN_STATUS_SUCCESS && find) {
         status = cudnnFindConvolutionForwardAlgorithmEx(
-            cudnn_.get(), s.x.get(), s.x_data, s.w.get(), s.weights.data(), s.conv.get(),
-            s.y.get(), s.y_data, static_cast<int>(found.size()), &returned, found.data(),
+            cudnn_.get(), s.x.get(), s.x_data, s.w.get(), s.weights.data(), s.conv.get(), s.y.get(),
+            s.y_data, static_cast<int>(found.size()), &returned, found.data(),
             find_workspace_.data(), static_cast<std::size_t>(find_workspace_.bytes()));
       } else if (status == CUDNN_STATUS_SUCCESS) {
-        status = cudnnGetConvolutionForwardAlgorithm_v7(cudnn_.get(), s.x.get(), s.w.get(),
-                                                        s.conv.get(), s.y.get(),
-                                                        static_cast<int>(found.size()), &returned,
-                                                        found.data());
+        status = cudnnGetConvolutionForwardAlgorithm_v7(
+            cudnn_.get(), s.x.get(), s.w.get(), s.conv.get(), s.y.get(),
+            static_cast<int>(found.size()), &returned, found.data());
       }
       if (status != CUDNN_STATUS_SUCCESS) {
         if (!is_refusal(status)) throw_cudnn(status, "cuDNN algorithm query", __FILE__, __LINE__);

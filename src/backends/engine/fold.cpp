@@ -20,7 +20,8 @@ void scale_values(float* values, std::int64_t count, double scale) {
 
 }  // namespace
 
-std::vector<float> fold_batch_norm(std::span<float> weight, const LayerParameters& batch_norm) {
+std::vector<float> fold_batch_norm(std::span<float> weight, const LayerParameters& batch_norm,
+                                   std::span<const float> conv_bias) {
   const auto channels = static_cast<std::int64_t>(batch_norm.weight.size());
   const auto per_channel = static_cast<std::int64_t>(weight.size()) / channels;
   std::vector<float> bias(static_cast<std::size_t>(channels));
@@ -30,7 +31,10 @@ std::vector<float> fold_batch_norm(std::span<float> weight, const LayerParameter
         static_cast<double>(batch_norm.weight[c]) /
         std::sqrt(static_cast<double>(batch_norm.running_var[c]) + kBatchNormEpsilon);
     scale_values(weight.data() + o * per_channel, per_channel, scale);
-    bias[c] = static_cast<float>(batch_norm.bias[c] - batch_norm.running_mean[c] * scale);
+    // mean - 0.0 is exact, so a conv without a bias folds to the same bits as before biases.
+    const double shifted_mean = static_cast<double>(batch_norm.running_mean[c]) -
+                                (conv_bias.empty() ? 0.0 : static_cast<double>(conv_bias[c]));
+    bias[c] = static_cast<float>(batch_norm.bias[c] - shifted_mean * scale);
   }
   return bias;
 }

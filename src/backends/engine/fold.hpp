@@ -9,7 +9,10 @@
 namespace carb::engine {
 
 /// Folds a conv's batch norm into its OIHW weights in place, w' = w * s, and returns the bias
-/// b = beta - mean * s per output channel, s = gamma / sqrt(var + eps), computed in double.
-std::vector<float> fold_batch_norm(std::span<float> weight, const LayerParameters& batch_norm);
+/// b = beta - (mean - c) * s per output channel, s = gamma / sqrt(var + eps), computed in double,
+/// where c is the conv's own bias (`conv_bias`, one per output channel), or 0 when it has none
+/// (an empty span).
+std::vector<float> fold_batch_norm(std::span<float> weight, const LayerParameters& batch_norm,
+                                   std::span<const float> conv_bias = {});
 
 }  // namespace carb::engine

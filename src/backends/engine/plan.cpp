@@ -12,6 +12,12 @@ namespace carb::engine {
 
 namespace {
 
+// What a kernel's name calls a fused layer: a ResNet layer's role ("bn1", "relu", "add"), else
+// its kind ("clip", "batch_norm").
+std::string part_name(const Layer& layer) {
+  return *layer.role != '\0' ? std::string(layer.role) : std::string(to_string(layer.kind));
+}
+
 class Planner {
  public:
   Planner(const Network& network, ResidualMode mode)
@@ -19,12 +25,11 @@ class Planner {
         mode_(mode),
         readers_(network.tensors.size()),
         value_of_(network.tensors.size(), -1),
-        fused_(network.layers.size(), false) {
+        covered_(network.layers.size(), false),
+        deferred_to_(network.layers.size(), -1) {
     for (std::size_t i = 0; i < network.layers.size(); ++i) {
-      const Layer& layer = network.layers[i];
-      for (int k = 0; k < layer.input_count(); ++k) {
-        readers_[tensor_index(layer.inputs[static_cast<std::size_t>(k)])].push_back(
-            static_cast<int>(i));
+      for (const int input : network.layers[i].inputs) {
+        readers_[tensor_index(input)].push_back(static_cast<int>(i));
       }
     }
   }
@@ -32,13 +37,17 @@ class Planner {
   ExecutionPlan plan() {
     plan_.input_value = new_value(network_.input);
     for (std::size_t i = 0; i < network_.layers.size(); ++i) {
-      if (auto found = pending_sums_.find(static_cast<int>(i)); found != pending_sums_.end()) {
-        emit_sum(static_cast<int>(i), found->second);
-      } else if (!fused_[i]) {
-        plan_layer(static_cast<int>(i));
+      const int index = static_cast<int>(i);
+      if (auto found = pending_sums_.find(index); found != pending_sums_.end()) {
+        PendingSum pending = std::move(found->second);
+        pending_sums_.erase(found);
+        emit_sum(index, pending);
+      } else if (!covered_[i]) {
+        plan_layer(index);
       }
     }
     plan_.output_value = value_of_[tensor_index(network_.output)];
+    CARB_CHECK(plan_.output_value >= 0, "the network output is never written");
     set_lifetimes();
     return std::move(plan_);
   }
@@ -47,8 +56,10 @@ class Planner {
   // A conv whose result is added to an identity: it runs at the add, writing the identity's value.
   struct PendingSum {
     Op op;
-    int identity = -1;  ///< tensor
-    int result = -1;    ///< tensor holding the block's output (the add's or its ReLU's)
+    Op plain;  ///< the conv (+ batch norm) alone, should the add have to run on its own
+    int plain_result = -1;  ///< tensor `plain` computes
+    int identity = -1;      ///< tensor
+    int result = -1;        ///< tensor holding the block's output (the add's or its activation's)
   };
 
   static std::size_t tensor_index(int tensor) { return static_cast<std::size_t>(tensor); }
@@ -56,16 +67,40 @@ class Planner {
     return network_.layers[static_cast<std::size_t>(index)];
   }
 
-  // The only layer reading `tensor`, if exactly one does.
+  // The only layer reading `tensor`, if exactly one does and the tensor is not the network's
+  // output (which must be kept, so nothing can be fused past it).
   std::optional<int> sole_reader(int tensor) const {
     const std::vector<int>& readers = readers_[tensor_index(tensor)];
-    if (readers.size() != 1) return std::nullopt;
+    if (readers.size() != 1 || tensor == network_.output) return std::nullopt;
     return readers.front();
   }
   std::optional<int> sole_reader_of_kind(int tensor, LayerKind kind) const {
     const std::optional<int> reader = sole_reader(tensor);
     if (reader && layer_at(*reader).kind == kind) return reader;
     return std::nullopt;
+  }
+  // The activation that is the only reader of `tensor`, which a post-op can apply.
+  std::optional<int> sole_activation(int tensor) const {
+    const std::optional<int> reader = sole_reader(tensor);
+    if (reader && is_activation(layer_at(*reader).kind)) return reader;
+    return std::nullopt;
+  }
+
+  // When the IR's layer `reader` reads its inputs: where the op covering it runs (a conv fused
+  // with a later add runs at the add).
+  int read_time(int reader) const {
+    const int deferred = deferred_to_[static_cast<std::size_t>(reader)];
+    return deferred >= 0 ? deferred : reader;
+  }
+
+  // Whether layer `writer`'s op, running at IR position `time`, may write over `tensor`: no other
+  // reader runs later, and it is neither the network input (the next run() reads it again) nor
+  // its output.
+  bool may_overwrite(int tensor, int time, int writer) const {
+    if (tensor == network_.input || tensor == network_.output) return false;
+    const std::vector<int>& readers = readers_[tensor_index(tensor)];
+    return std::all_of(readers.begin(), readers.end(),
+                       [&](int reader) { return reader == writer || read_time(reader) <= time; });
   }
 
   int new_value(int tensor) {
@@ -75,18 +110,23 @@ class Planner {
     return value;
   }
 
-  void emit(Op op, int result) {
-    op.output = new_value(result);
+  // Appends `op`, writing `result` into a fresh value, or over its input when `in_place`.
+  void emit(Op op, int result, bool in_place = false) {
+    if (in_place) {
+      op.output = op.input;
+      value_of_[tensor_index(result)] = op.input;
+    } else {
+      op.output = new_value(result);
+    }
     plan_.ops.push_back(std::move(op));
   }
 
-  // The add may write its identity's buffer only when nothing reads the identity afterwards and
-  // the identity is not the network input (which must survive for the next run()).
-  bool can_accumulate_into_identity(int add) const {
-    const int identity = layer_at(add).inputs[1];
-    if (identity == network_.input) return false;
-    const std::vector<int>& readers = readers_[tensor_index(identity)];
-    return std::all_of(readers.begin(), readers.end(), [add](int reader) { return reader <= add; });
+  void fuse_activation(Op& op, int activation, int& result) {
+    covered_[static_cast<std::size_t>(activation)] = true;
+    op.activation = activation;
+    op.relu = layer_at(activation).kind == LayerKind::kRelu;
+    op.name += "+" + part_name(layer_at(activation));
+    result = layer_at(activation).output;
   }
 
   void plan_layer(int index) {
@@ -94,60 +134,112 @@ class Planner {
     Op op;
     op.layer = index;
     op.input = value_of_[tensor_index(layer.inputs[0])];
-    op.name = layer_name(layer);
-    switch (layer.kind) {
-      case LayerKind::kConv:
-        plan_conv(std::move(op));
-        return;
-      case LayerKind::kMaxPool:
-        op.kind = OpKind::kMaxPool;
-        break;
-      case LayerKind::kGlobalAvgPool:
-        op.kind = OpKind::kGlobalAvgPool;
-        break;
-      case LayerKind::kFullyConnected:
-        op.kind = OpKind::kFullyConnected;
-        break;
-      case LayerKind::kBatchNorm:
-      case LayerKind::kRelu:
-      case LayerKind::kAdd:
-        CARB_CHECK(false, "IR layer " + op.name + " (" + std::string(to_string(layer.kind)) +
-                              ") does not follow a conv the engine can fuse it into");
+    for (std::size_t k = 1; k < layer.inputs.size(); ++k) {
+      op.other_inputs.push_back(value_of_[tensor_index(layer.inputs[k])]);
     }
-    emit(std::move(op), layer.output);
+    op.name = layer_name(layer);
+    if (op.name.empty()) op.name = std::string(to_string(layer.kind)) + "#" + std::to_string(index);
+    if (layer.kind == LayerKind::kConv) {
+      plan_conv(std::move(op));
+      return;
+    }
+    int result = layer.output;
+    // Batch norm, activations, add and mul write over their first operand where they may.
+    bool elementwise = true;
+    std::optional<int> activation;  // fused as the op's last step
+    if (is_activation(layer.kind)) {
+      op.kind = OpKind::kEltwise;
+    } else if (layer.kind == LayerKind::kBatchNorm) {
+      op.kind = OpKind::kBatchNorm;
+      activation = sole_reader_of_kind(result, LayerKind::kRelu);  // all a batch norm fuses
+    } else if (layer.kind == LayerKind::kAdd || layer.kind == LayerKind::kMul) {
+      op.kind = layer.kind == LayerKind::kAdd ? OpKind::kAdd : OpKind::kMul;
+      activation = sole_activation(result);
+    } else {
+      elementwise = false;
+      op.kind = data_op_kind(layer.kind);
+      if (op.kind == OpKind::kFullyConnected) activation = sole_activation(result);
+    }
+    if (activation) fuse_activation(op, *activation, result);
+    emit(std::move(op), result, elementwise && may_overwrite(layer.inputs[0], index, index));
+  }
+
+  // The op kind of a layer that writes a fresh value: pools, fc, concat, shuffle, slice.
+  static OpKind data_op_kind(LayerKind kind) {
+    switch (kind) {
+      case LayerKind::kMaxPool:
+        return OpKind::kMaxPool;
+      case LayerKind::kAvgPool:
+        return OpKind::kAvgPool;
+      case LayerKind::kGlobalAvgPool:
+        return OpKind::kGlobalAvgPool;
+      case LayerKind::kFullyConnected:
+        return OpKind::kFullyConnected;
+      case LayerKind::kConcat:
+        return OpKind::kConcat;
+      case LayerKind::kChannelShuffle:
+        return OpKind::kChannelShuffle;
+      case LayerKind::kSlice:
+        return OpKind::kSlice;
+      default:
+        break;
+    }
+    CARB_CHECK(false, "layer kind " + std::string(to_string(kind)) + " has no op of its own");
+    return OpKind::kConv;
+  }
+
+  // The add a conv's result (after its batch norm) can be summed into: the result's only reader,
+  // whose other operand (the identity) may be overwritten there as far as the IR's order tells
+  // (emit_sum checks again, knowing which convs wait for later adds). The identity must not be
+  // the conv's own input, which the conv reads while the sum writes the identity.
+  std::optional<int> summing_add(int result, int conv_input) const {
+    const auto add = sole_reader_of_kind(result, LayerKind::kAdd);
+    if (!add || pending_sums_.contains(*add)) return std::nullopt;
+    const Layer& layer = layer_at(*add);
+    const int identity = layer.inputs[0] == result ? layer.inputs[1] : layer.inputs[0];
+    if (identity == result || identity == conv_input) return std::nullopt;
+    const std::vector<int>& readers = readers_[tensor_index(identity)];
+    const bool later_reader =
+        std::any_of(readers.begin(), readers.end(), [&](int reader) { return reader > *add; });
+    if (identity == network_.input || identity == network_.output || later_reader) {
+      return std::nullopt;
+    }
+    return add;
   }
 
   void plan_conv(Op op) {
+    op.kind = OpKind::kConv;
     const Layer& conv = layer_at(op.layer);
-    const std::optional<int> batch_norm = sole_reader_of_kind(conv.output, LayerKind::kBatchNorm);
-    CARB_CHECK(batch_norm.has_value(), "conv " + op.name + " is not followed by a batch norm");
-    fused_[static_cast<std::size_t>(*batch_norm)] = true;
-    op.batch_norm = *batch_norm;
-    op.name += std::string("+") + layer_at(*batch_norm).role;
-    int result = layer_at(*batch_norm).output;
+    int result = conv.output;
+    if (const auto batch_norm = sole_reader_of_kind(result, LayerKind::kBatchNorm)) {
+      covered_[static_cast<std::size_t>(*batch_norm)] = true;
+      op.batch_norm = *batch_norm;
+      op.name += "+" + part_name(layer_at(*batch_norm));
+      result = layer_at(*batch_norm).output;
+    }
 
-    if (const auto relu = sole_reader_of_kind(result, LayerKind::kRelu)) {
-      fuse_relu(op, *relu, result);
-    } else if (const auto add = sole_reader_of_kind(result, LayerKind::kAdd);
-               add && layer_at(*add).inputs[0] == result && can_accumulate_into_identity(*add)) {
-      fused_[static_cast<std::size_t>(*add)] = true;
+    if (const auto activation = sole_activation(result)) {
+      fuse_activation(op, *activation, result);
+    } else if (const auto add = summing_add(result, conv.inputs[0])) {
+      const Layer& add_layer = layer_at(*add);
+      PendingSum pending;
+      pending.plain = op;
+      pending.plain_result = result;
+      pending.identity = add_layer.inputs[0] == result ? add_layer.inputs[1] : add_layer.inputs[0];
+      covered_[static_cast<std::size_t>(*add)] = true;
       op.sum = true;
-      op.name += "+add";
-      result = layer_at(*add).output;
-      if (const auto block_relu = sole_reader_of_kind(result, LayerKind::kRelu)) {
-        fuse_relu(op, *block_relu, result);
+      op.name += "+" + part_name(add_layer);
+      result = add_layer.output;
+      if (const auto block_activation = sole_activation(result)) {
+        fuse_activation(op, *block_activation, result);
       }
-      pending_sums_.emplace(*add, PendingSum{std::move(op), layer_at(*add).inputs[1], result});
+      pending.op = std::move(op);
+      pending.result = result;
+      deferred_to_[static_cast<std::size_t>(pending.op.layer)] = *add;
+      pending_sums_.emplace(*add, std::move(pending));
       return;
     }
     emit(std::move(op), result);
-  }
-
-  void fuse_relu(Op& op, int relu, int& result) {
-    fused_[static_cast<std::size_t>(relu)] = true;
-    op.relu = true;
-    op.name += "+relu";
-    result = layer_at(relu).output;
   }
 
   void emit_sum(int add, PendingSum& pending) {
@@ -160,6 +252,17 @@ class Planner {
       plan_.ops.push_back(std::move(pending.op));
       return;
     }
+    if (!may_overwrite(pending.identity, add, add)) {
+      // A conv that waits for a later add still reads the identity: the conv runs here on its
+      // own, then the add (with its activation).
+      deferred_to_[static_cast<std::size_t>(pending.plain.layer)] = -1;
+      emit(std::move(pending.plain), pending.plain_result);
+      if (pending.op.activation >= 0) {
+        covered_[static_cast<std::size_t>(pending.op.activation)] = false;
+      }
+      plan_layer(add);
+      return;
+    }
     pending.op.output = identity;
     // Every tensor between the identity and the block's result now lives in the same buffer.
     value_of_[tensor_index(layer_at(add).output)] = identity;
@@ -168,15 +271,16 @@ class Planner {
   }
 
   void set_lifetimes() {
+    const auto read = [this](int value, int step) {
+      Value& read_value = plan_.values[static_cast<std::size_t>(value)];
+      read_value.last_op = std::max(read_value.last_op, step);
+    };
     for (std::size_t k = 0; k < plan_.ops.size(); ++k) {
       const Op& op = plan_.ops[k];
       const int step = static_cast<int>(k);
-      Value& input = plan_.values[static_cast<std::size_t>(op.input)];
-      input.last_op = std::max(input.last_op, step);
-      if (op.residual >= 0) {
-        Value& residual = plan_.values[static_cast<std::size_t>(op.residual)];
-        residual.last_op = std::max(residual.last_op, step);
-      }
+      read(op.input, step);
+      for (const int other : op.other_inputs) read(other, step);
+      if (op.residual >= 0) read(op.residual, step);
       Value& output = plan_.values[static_cast<std::size_t>(op.output)];
       if (output.first_op < 0) output.first_op = step;
       output.last_op = std::max(output.last_op, step);
@@ -192,7 +296,10 @@ class Planner {
   ResidualMode mode_;
   std::vector<std::vector<int>> readers_;  ///< per tensor, the layers reading it
   std::vector<int> value_of_;              ///< per tensor, its value (-1 until written)
-  std::vector<bool> fused_;                ///< per layer, whether an op already covers it
+  std::vector<bool> covered_;              ///< per layer, whether an op already covers it
+  /// Per layer, the IR position where the op covering it runs when later than its own (a conv
+  /// summed into a later add), else -1.
+  std::vector<int> deferred_to_;
   std::unordered_map<int, PendingSum> pending_sums_;  ///< by the add's layer index
   ExecutionPlan plan_;
 };

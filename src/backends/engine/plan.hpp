@@ -11,23 +11,43 @@
 
 namespace carb::engine {
 
-/// What one kernel computes.
-enum class OpKind { kConv, kMaxPool, kGlobalAvgPool, kFullyConnected };
+/// What one kernel computes: the kind of its anchor IR layer (activations: kEltwise).
+enum class OpKind {
+  kConv,
+  kMaxPool,
+  kGlobalAvgPool,
+  kFullyConnected,
+  kAvgPool,
+  kBatchNorm,  ///< a batch norm no conv absorbs (DenseNet's, after a concat)
+  kEltwise,    ///< an activation no other op absorbs
+  kAdd,
+  kMul,
+  kConcat,
+  kChannelShuffle,
+  kSlice,
+};
 
-/// One kernel: an IR conv/pool/fc layer with the batch norm, add and ReLU layers fused into it.
+/// One kernel: an IR layer with the layers fused into it. A conv absorbs the batch norm that is
+/// its output's only reader, then one activation or the residual add (then one activation);
+/// a fully connected layer, an add or a mul absorbs one activation; a batch norm a ReLU.
 struct Op {
   OpKind kind = OpKind::kConv;
-  int layer = -1;       ///< IR index of the conv, pool or fc layer
+  int layer = -1;       ///< IR index of the anchor layer (conv, pool, fc, batch norm, ...)
   int batch_norm = -1;  ///< IR index of the batch norm folded into the conv, or -1
   /// The conv result is added to the residual identity (ResidualMode says where it lives).
   bool sum = false;
   /// With ResidualMode::kSeparateOutput, the identity's value, read while the sum is written to
   /// `output`; -1 otherwise.
   int residual = -1;
-  bool relu = false;  ///< ReLU applied last (eltwise post-op)
-  int input = -1;     ///< value read
-  int output = -1;    ///< value written (the identity's value when `sum` accumulates in place)
-  std::string name;   ///< the IR layers it computes, e.g. "layer1.0.conv2+bn2+add+relu"
+  int activation = -1;  ///< IR index of the activation applied last (a post-op), or -1
+  bool relu = false;    ///< that activation is a ReLU (the one activation the CUDA engine fuses)
+  int input = -1;       ///< value read (an add's or mul's first operand, a concat's first input)
+  /// Values read after `input`: an add's or mul's second operand, a concat's further inputs.
+  std::vector<int> other_inputs;
+  /// Value written: the identity's value when `sum` accumulates in place, `input` when an
+  /// elementwise op (batch norm, activation, add, mul) writes over its first operand.
+  int output = -1;
+  std::string name;  ///< the IR layers it computes, e.g. "layer1.0.conv2+bn2+add+relu"
 };
 
 /// One activation buffer: a tensor and every tensor written over it in place.
@@ -57,9 +77,12 @@ enum class ResidualMode {
   kSeparateOutput,
 };
 
-/// Fuses the IR: conv + batch norm (+ ReLU); a block's last conv + batch norm + add (+ ReLU) as
-/// one conv that adds the identity, run where the IR runs the add (after the downsample branch).
-/// In place, that is legal because the add is the identity's last use.
+/// Fuses the IR: conv + batch norm (+ activation); a conv + batch norm whose only reader is an
+/// add, + add (+ activation), as one conv that adds the other operand (the identity), run where
+/// the IR runs the add (after a ResNet's downsample branch). An op writes over a tensor (a sum
+/// into its identity, an elementwise op over its first operand) only when every other reader
+/// of that tensor has run, and never over the network input or output; a sum that cannot runs
+/// as a conv and an add.
 ExecutionPlan plan_execution(const Network& network,
                              ResidualMode mode = ResidualMode::kAccumulateInPlace);
 
