@@ -14,6 +14,10 @@ and beside them truths.json, figures computed by PyTorch, independently of carb:
            (out.numel() * in_channels / groups * kh * kw) and nn.Linear (in x out per row), batch 1
   module_calls  how many times a forward pass calls each kind of leaf module (Conv2d, SiLU, ...)
   output   the model's output for a fixed seeded input (weights seeded too, so the files hold them)
+  learnable_in_file  per export, the learnable values its graph holds, counted from the file by
+           onnx's Python package (where it is installed): each use of an initializer (through
+           Identity nodes, how exporters share equal weights) by Conv, Gemm, MatMul, a bias Add
+           and a batch norm's scale and bias, not its running statistics
 
 It is idempotent: a file already there, exported by the same torch version with the same settings,
 is kept. One directory holds one setting (resolution, opset, seed); export one model at another
@@ -51,7 +55,7 @@ VARIANTS = ["bn", "folded"]
 TRUTHS = "truths.json"
 SKIPPED = "SKIPPED"
 OUTPUT_SEED = 1234  # the seeded input whose output truths.json keeps
-TRUTHS_VERSION = 2  # of truths.json's per-model figures
+TRUTHS_VERSION = 3  # of truths.json's per-model figures
 
 
 def library_versions():
@@ -111,6 +115,29 @@ def output_of(torch, model, resolution):
         output = model(example)
     return {"input_seed": OUTPUT_SEED, "shape": list(output.shape),
             "values": [round(float(v), 7) for v in output.flatten()]}
+
+
+def learnable_in_file(path):
+    """The learnable values an exported graph holds, each use counted (see the docstring)."""
+    import onnx
+
+    model = onnx.load(path)
+    sizes = {}
+    for tensor in model.graph.initializer:
+        size = 1
+        for dim in tensor.dims:
+            size *= dim
+        sizes[tensor.name] = size
+    total = 0
+    uses = {"Conv": (1, 2), "Gemm": (1, 2), "BatchNormalization": (1, 2), "MatMul": (1,),
+            "Add": (0, 1)}
+    for node in model.graph.node:
+        if node.op_type == "Identity" and node.input[0] in sizes:
+            sizes[node.output[0]] = sizes[node.input[0]]
+        for k in uses.get(node.op_type, ()):
+            if k < len(node.input) and node.input[k] in sizes:
+                total += sizes[node.input[k]]
+    return total
 
 
 def export(torch, model, example, path, variant, opset):
@@ -196,6 +223,13 @@ def zoo(args):
             export(torch, model, example, files[variant], variant, args.opset)
             exported.add(variant)
         entry["exported"] = sorted(exported)
+        counted = entry.setdefault("learnable_in_file", {})
+        for variant in variants:
+            if variant in missing or variant not in counted:
+                try:
+                    counted[variant] = learnable_in_file(files[variant])
+                except ImportError:
+                    pass  # no onnx package: the tests do without this count
         truths["models"][name] = entry
         # Written after each model, so an interrupted run keeps what it finished.
         with open(truths_path + ".part", "w") as f:
