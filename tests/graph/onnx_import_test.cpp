@@ -387,7 +387,7 @@ TEST(OnnxImport, MalformedGraphsAreInputErrorsNamingTheNode) {
          }
          m.output(last);
        },
-       "(Concat): "},
+       "node 'cat10' (Concat): makes more than 2^30 channels"},
       {"a gather out of range",
        [](OnnxBuilder& m) {
          m.node("Shape", {"input"}, {"s"});
