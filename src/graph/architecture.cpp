@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <map>
 #include <mutex>
+#include <optional>
+
 #include <nlohmann/json.hpp>
 
 #include "carb/error.hpp"
@@ -43,8 +45,8 @@ Registry& registry() {
 }
 
 // Output size of a window of `kernel` (dilated: its reach) sliding over `size` padded values.
-int window_out(int size, int kernel, int stride, int before, int after, int dilation,
-               bool ceil_mode) {
+std::int64_t window_out(int size, int kernel, int stride, int before, int after, int dilation,
+                        bool ceil_mode) {
   const std::int64_t reach = static_cast<std::int64_t>(dilation) * (kernel - 1) + 1;
   const std::int64_t span = static_cast<std::int64_t>(size) + before + after - reach;
   if (span < 0) return 0;
@@ -54,219 +56,22 @@ int window_out(int size, int kernel, int stride, int before, int after, int dila
     // PyTorch's rule: the last window must start inside the input or its leading padding.
     if ((out - 1) * stride >= static_cast<std::int64_t>(size) + before) --out;
   }
-  return static_cast<int>(out);
+  return out;
 }
 
-class Instantiation {
- public:
-  Instantiation(const Architecture& architecture, const Config& config)
-      : architecture_(architecture), config_(config) {}
+// Limits that keep every count carb derives from a network (features sum MACs, parameters and
+// activation elements and scale them by element bytes) inside 64 bits.
+constexpr std::int64_t kMaxCount = std::int64_t{1} << 60;
+constexpr std::int64_t kMaxDimension = std::int64_t{1} << 30;
 
-  Network build() {
-    network_.config = config_;
-    network_.tensors.push_back(
-        {config_.batch, architecture_.input_channels, config_.resolution, config_.resolution});
-    network_.input = 0;
-    for (const Layer& source : architecture_.layers) {
-      Layer layer = source;
-      for (int input : layer.inputs) {
-        if (input < 0 || input >= static_cast<int>(network_.tensors.size())) {
-          fail(layer, "reads tensor " + std::to_string(input) + ", which no earlier layer writes");
-        }
-      }
-      layer.output = static_cast<int>(network_.tensors.size());
-      network_.tensors.push_back(output_shape(layer));
-      network_.layers.push_back(std::move(layer));
-    }
-    if (architecture_.output < 0 ||
-        architecture_.output >= static_cast<int>(network_.tensors.size())) {
-      throw Error(ErrorCategory::kInput, where() + ": its output tensor does not exist");
-    }
-    network_.output = architecture_.output;
-    set_in_place();
-    return std::move(network_);
+// a * b, or nullopt past kMaxCount (either negative: nullopt too).
+std::optional<std::int64_t> bounded_product(std::int64_t a, std::int64_t b) {
+  std::int64_t product = 0;
+  if (a < 0 || b < 0 || __builtin_mul_overflow(a, b, &product) || product > kMaxCount) {
+    return std::nullopt;
   }
-
- private:
-  std::string where() const {
-    return "architecture " + architecture_.name + " (" + std::string(kImportedKeyPrefix) +
-           architecture_.hash + ") at resolution " + std::to_string(config_.resolution);
-  }
-
-  [[noreturn]] void fail(const Layer& layer, const std::string& message) const {
-    throw Error(ErrorCategory::kInput, where() + ": layer " + layer_name(layer) + " (" +
-                                           std::string(to_string(layer.kind)) + ") " + message);
-  }
-
-  const Shape& input(const Layer& layer, std::size_t k) const {
-    if (k >= layer.inputs.size()) fail(layer, "lacks input " + std::to_string(k + 1));
-    return network_.tensors[static_cast<std::size_t>(layer.inputs[k])];
-  }
-
-  void expect_inputs(const Layer& layer, int count) const {
-    if (layer.input_count() != count) {
-      fail(layer, "has " + std::to_string(layer.input_count()) + " inputs, needs " +
-                      std::to_string(count));
-    }
-  }
-
-  static std::string text(const Shape& shape) {
-    return std::to_string(shape.n) + "x" + std::to_string(shape.c) + "x" + std::to_string(shape.h) +
-           "x" + std::to_string(shape.w);
-  }
-
-  Shape window(Layer& layer, const Shape& in, int channels) const {
-    if (layer.kernel < 1 || layer.stride < 1 || layer.dilation < 1 || layer.padding < 0 ||
-        layer.padding_after < 0) {
-      fail(layer, "has a window of kernel " + std::to_string(layer.kernel) + ", stride " +
-                      std::to_string(layer.stride) + ", dilation " +
-                      std::to_string(layer.dilation) + " and padding " +
-                      std::to_string(layer.padding) + "/" + std::to_string(layer.padding_after));
-    }
-    const Shape out{in.n, channels,
-                    window_out(in.h, layer.kernel, layer.stride, layer.padding, layer.padding_after,
-                               layer.dilation, layer.ceil_mode),
-                    window_out(in.w, layer.kernel, layer.stride, layer.padding, layer.padding_after,
-                               layer.dilation, layer.ceil_mode)};
-    if (out.h < 1 || out.w < 1) {
-      fail(layer, "gets an input of " + text(in) + ", too small for its " +
-                      std::to_string(layer.kernel) + "x" + std::to_string(layer.kernel) +
-                      " window");
-    }
-    return out;
-  }
-
-  Shape output_shape(Layer& layer) const {
-    layer.params = 0;
-    layer.macs = 0;
-    if (is_activation(layer.kind)) {
-      expect_inputs(layer, 1);
-      return input(layer, 0);
-    }
-    switch (layer.kind) {
-      case LayerKind::kConv: {
-        expect_inputs(layer, 1);
-        const Shape& in = input(layer, 0);
-        if (layer.groups < 1 || in.c % layer.groups != 0 || layer.channels < 1 ||
-            layer.channels % layer.groups != 0) {
-          fail(layer, "splits " + std::to_string(in.c) + " input and " +
-                          std::to_string(layer.channels) + " output channels into " +
-                          std::to_string(layer.groups) + " groups");
-        }
-        const Shape out = window(layer, in, layer.channels);
-        const std::int64_t per_output =
-            static_cast<std::int64_t>(in.c / layer.groups) * layer.kernel * layer.kernel;
-        layer.params = layer.channels * per_output + (layer.bias ? layer.channels : 0);
-        layer.macs = out.elements() * per_output;
-        return out;
-      }
-      case LayerKind::kBatchNorm: {
-        expect_inputs(layer, 1);
-        const Shape& in = input(layer, 0);
-        layer.params = 2 * static_cast<std::int64_t>(in.c);
-        return in;
-      }
-      case LayerKind::kRelu:
-      case LayerKind::kClip:
-      case LayerKind::kSigmoid:
-      case LayerKind::kHardSigmoid:
-      case LayerKind::kHardSwish:
-      case LayerKind::kSwish:
-        break;  // activations, above
-      case LayerKind::kAdd:
-      case LayerKind::kMul: {
-        expect_inputs(layer, 2);
-        const Shape& a = input(layer, 0);
-        const Shape& b = input(layer, 1);
-        const bool broadcast =
-            layer.kind == LayerKind::kMul && b.n == a.n && b.c == a.c && b.h == 1 && b.w == 1;
-        if (!(a == b) && !broadcast) {
-          fail(layer, "gets inputs of " + text(a) + " and " + text(b) +
-                          (layer.kind == LayerKind::kMul ? ", neither equal nor N x C x 1 x 1"
-                                                         : ", which differ"));
-        }
-        return a;
-      }
-      case LayerKind::kMaxPool:
-      case LayerKind::kAvgPool: {
-        expect_inputs(layer, 1);
-        const Shape& in = input(layer, 0);
-        return window(layer, in, in.c);
-      }
-      case LayerKind::kGlobalAvgPool: {
-        expect_inputs(layer, 1);
-        const Shape& in = input(layer, 0);
-        return {in.n, in.c, 1, 1};
-      }
-      case LayerKind::kFullyConnected: {
-        expect_inputs(layer, 1);
-        const Shape& in = input(layer, 0);
-        const std::int64_t values = static_cast<std::int64_t>(in.c) * in.h * in.w;
-        if (layer.fc_inputs > 0 && layer.fc_inputs != values) {
-          fail(layer, "has weights for " + std::to_string(layer.fc_inputs) + " inputs but gets " +
-                          text(in) + " (" + std::to_string(values) + " values per image)");
-        }
-        if (layer.channels < 1) fail(layer, "has no output features");
-        layer.params = values * layer.channels + (layer.bias ? layer.channels : 0);
-        layer.macs = static_cast<std::int64_t>(in.n) * values * layer.channels;
-        return {in.n, layer.channels, 1, 1};
-      }
-      case LayerKind::kConcat: {
-        if (layer.inputs.empty()) fail(layer, "has no inputs");
-        Shape out = input(layer, 0);
-        for (std::size_t k = 1; k < layer.inputs.size(); ++k) {
-          const Shape& next = input(layer, k);
-          if (next.n != out.n || next.h != out.h || next.w != out.w) {
-            fail(layer, "concatenates " + text(input(layer, 0)) + " with " + text(next));
-          }
-          out.c += next.c;
-        }
-        return out;
-      }
-      case LayerKind::kChannelShuffle: {
-        expect_inputs(layer, 1);
-        const Shape& in = input(layer, 0);
-        if (layer.groups < 1 || in.c % layer.groups != 0) {
-          fail(layer, "shuffles " + std::to_string(in.c) + " channels in " +
-                          std::to_string(layer.groups) + " groups");
-        }
-        return in;
-      }
-      case LayerKind::kSlice: {
-        expect_inputs(layer, 1);
-        const Shape& in = input(layer, 0);
-        if (layer.begin < 0 || layer.channels < 1 || layer.begin + layer.channels > in.c) {
-          fail(layer, "takes channels " + std::to_string(layer.begin) + " to " +
-                          std::to_string(layer.begin + layer.channels) + " of " +
-                          std::to_string(in.c));
-        }
-        return {in.n, layer.channels, in.h, in.w};
-      }
-    }
-    fail(layer, "is of an unknown kind");
-  }
-
-  // An elementwise layer (batch norm, activations, add, mul) writes over its first input when
-  // nothing else reads that input and it is not the network input: as the ResNet builder's
-  // layers do, so that the analytic peak (peak_activation_bytes) counts what an engine must hold.
-  void set_in_place() {
-    std::vector<int> readers(network_.tensors.size(), 0);
-    for (const Layer& layer : network_.layers) {
-      for (int input : layer.inputs) ++readers[static_cast<std::size_t>(input)];
-    }
-    for (Layer& layer : network_.layers) {
-      const bool elementwise = layer.kind == LayerKind::kBatchNorm || is_activation(layer.kind) ||
-                               layer.kind == LayerKind::kAdd || layer.kind == LayerKind::kMul;
-      const int first = layer.inputs.empty() ? -1 : layer.inputs[0];
-      layer.in_place = elementwise && first != network_.input &&
-                       readers[static_cast<std::size_t>(first)] == 1 && first != network_.output;
-    }
-  }
-
-  const Architecture& architecture_;
-  const Config& config_;
-  Network network_;
-};
+  return product;
+}
 
 json layer_to_json(const Layer& layer) {
   json j = {{"kind", to_string(layer.kind)}, {"name", layer.name}, {"inputs", layer.inputs}};
@@ -376,6 +181,262 @@ Layer layer_from_json(const json& j, const std::string& origin, std::size_t inde
 
 }  // namespace
 
+NetworkBuilder::NetworkBuilder(std::string where, const Config& config, int input_channels,
+                               bool name_layers)
+    : where_(std::move(where)), name_layers_(name_layers) {
+  network_.config = config;
+  network_.input = 0;
+  const Shape in{config.batch, input_channels, config.resolution, config.resolution};
+  if (in.n < 1 || in.c < 1 || in.h < 1) {
+    throw Error(ErrorCategory::kInput, where_ + "its input " + std::to_string(in.n) + "x" +
+                                           std::to_string(in.c) + "x" + std::to_string(in.h) + "x" +
+                                           std::to_string(in.w) + " is empty");
+  }
+  total_elements_ = checked_elements(nullptr, in);
+  network_.tensors.push_back(in);
+}
+
+void NetworkBuilder::fail(const Layer& layer, const std::string& message) const {
+  if (!name_layers_) throw Error(ErrorCategory::kInput, where_ + message);
+  throw Error(ErrorCategory::kInput, where_ + "layer " + layer_name(layer) + " (" +
+                                         std::string(to_string(layer.kind)) + ") " + message);
+}
+
+const Shape& NetworkBuilder::input(const Layer& layer, std::size_t k) const {
+  if (k >= layer.inputs.size()) fail(layer, "lacks input " + std::to_string(k + 1));
+  return network_.tensors[static_cast<std::size_t>(layer.inputs[k])];
+}
+
+void NetworkBuilder::expect_inputs(const Layer& layer, int count) const {
+  if (layer.input_count() != count) {
+    fail(layer,
+         "has " + std::to_string(layer.input_count()) + " inputs, needs " + std::to_string(count));
+  }
+}
+
+namespace {
+
+std::string text(const Shape& shape) {
+  return std::to_string(shape.n) + "x" + std::to_string(shape.c) + "x" + std::to_string(shape.h) +
+         "x" + std::to_string(shape.w);
+}
+
+}  // namespace
+
+// A tensor's elements, checked against kMaxCount (layer: the layer writing it; null: the input).
+std::int64_t NetworkBuilder::checked_elements(const Layer* layer, const Shape& shape) const {
+  std::optional<std::int64_t> elements = 1;
+  for (const int dim : {shape.n, shape.c, shape.h, shape.w}) {
+    if (elements) elements = bounded_product(*elements, dim);
+  }
+  if (!elements) {
+    const std::string message = "has " + text(shape) + " values, too many to count";
+    if (layer != nullptr) fail(*layer, message);
+    throw Error(ErrorCategory::kInput, where_ + "its input " + message);
+  }
+  return *elements;
+}
+
+void NetworkBuilder::add_to_totals(const Layer& layer, const Shape& out) {
+  std::int64_t elements = checked_elements(&layer, out);
+  for (const int tensor : layer.inputs) {
+    elements += network_.tensors[static_cast<std::size_t>(tensor)].elements();
+    if (elements > kMaxCount) break;
+  }
+  total_macs_ += layer.macs;
+  total_params_ += layer.params;
+  total_elements_ += std::min(elements, kMaxCount + 1);
+  if (total_macs_ > kMaxCount || total_params_ > kMaxCount || total_elements_ > kMaxCount) {
+    fail(layer, "makes the network too large to count (MACs, parameters or values past 2^60)");
+  }
+}
+
+Shape NetworkBuilder::window(Layer& layer, const Shape& in, int channels) const {
+  if (layer.kernel < 1 || layer.stride < 1 || layer.dilation < 1 || layer.padding < 0 ||
+      layer.padding_after < 0) {
+    fail(layer, "has a window of kernel " + std::to_string(layer.kernel) + ", stride " +
+                    std::to_string(layer.stride) + ", dilation " + std::to_string(layer.dilation) +
+                    " and padding " + std::to_string(layer.padding) + "/" +
+                    std::to_string(layer.padding_after));
+  }
+  const auto out_size = [&](int size) {
+    return window_out(size, layer.kernel, layer.stride, layer.padding, layer.padding_after,
+                      layer.dilation, layer.ceil_mode);
+  };
+  const std::int64_t h = out_size(in.h);
+  const std::int64_t w = out_size(in.w);
+  if (h < 1 || w < 1) {
+    fail(layer, "gets an input of " + text(in) + ", too small for its " +
+                    std::to_string(layer.kernel) + "x" + std::to_string(layer.kernel) + " window");
+  }
+  if (h > kMaxDimension || w > kMaxDimension) {
+    fail(layer, "pads its input of " + text(in) + " past 2^30 values a side");
+  }
+  return {in.n, channels, static_cast<int>(h), static_cast<int>(w)};
+}
+
+Shape NetworkBuilder::output_shape(Layer& layer) const {
+  layer.params = 0;
+  layer.macs = 0;
+  if (is_activation(layer.kind)) {
+    expect_inputs(layer, 1);
+    return input(layer, 0);
+  }
+  switch (layer.kind) {
+    case LayerKind::kConv: {
+      expect_inputs(layer, 1);
+      const Shape& in = input(layer, 0);
+      if (layer.groups < 1 || in.c % layer.groups != 0 || layer.channels < 1 ||
+          layer.channels % layer.groups != 0) {
+        fail(layer, "splits " + std::to_string(in.c) + " input and " +
+                        std::to_string(layer.channels) + " output channels into " +
+                        std::to_string(layer.groups) + " groups");
+      }
+      const Shape out = window(layer, in, layer.channels);
+      std::optional<std::int64_t> per_output =
+          bounded_product(in.c / layer.groups, std::int64_t{layer.kernel} * layer.kernel);
+      std::optional<std::int64_t> params =
+          per_output ? bounded_product(layer.channels, *per_output) : std::nullopt;
+      std::optional<std::int64_t> macs =
+          per_output ? bounded_product(checked_elements(&layer, out), *per_output) : std::nullopt;
+      if (!params || !macs) fail(layer, "has too many parameters or MACs to count");
+      layer.params = *params + (layer.bias ? layer.channels : 0);
+      layer.macs = *macs;
+      return out;
+    }
+    case LayerKind::kBatchNorm: {
+      expect_inputs(layer, 1);
+      const Shape& in = input(layer, 0);
+      layer.params = 2 * static_cast<std::int64_t>(in.c);
+      return in;
+    }
+    case LayerKind::kRelu:
+    case LayerKind::kClip:
+    case LayerKind::kSigmoid:
+    case LayerKind::kHardSigmoid:
+    case LayerKind::kHardSwish:
+    case LayerKind::kSwish:
+      break;  // activations, above
+    case LayerKind::kAdd:
+    case LayerKind::kMul: {
+      expect_inputs(layer, 2);
+      const Shape& a = input(layer, 0);
+      const Shape& b = input(layer, 1);
+      const bool broadcast =
+          layer.kind == LayerKind::kMul && b.n == a.n && b.c == a.c && b.h == 1 && b.w == 1;
+      if (!(a == b) && !broadcast) {
+        fail(layer, "gets inputs of " + text(a) + " and " + text(b) +
+                        (layer.kind == LayerKind::kMul ? ", neither equal nor N x C x 1 x 1"
+                                                       : ", which differ"));
+      }
+      return a;
+    }
+    case LayerKind::kMaxPool:
+    case LayerKind::kAvgPool: {
+      expect_inputs(layer, 1);
+      const Shape& in = input(layer, 0);
+      return window(layer, in, in.c);
+    }
+    case LayerKind::kGlobalAvgPool: {
+      expect_inputs(layer, 1);
+      const Shape& in = input(layer, 0);
+      return {in.n, in.c, 1, 1};
+    }
+    case LayerKind::kFullyConnected: {
+      expect_inputs(layer, 1);
+      const Shape& in = input(layer, 0);
+      const std::int64_t values = static_cast<std::int64_t>(in.c) * in.h * in.w;
+      if (layer.fc_inputs > 0 && layer.fc_inputs != values) {
+        fail(layer, "has weights for " + std::to_string(layer.fc_inputs) + " inputs but gets " +
+                        text(in) + " (" + std::to_string(values) + " values per image)");
+      }
+      if (layer.channels < 1) fail(layer, "has no output features");
+      const std::optional<std::int64_t> weights = bounded_product(values, layer.channels);
+      const std::optional<std::int64_t> macs =
+          weights ? bounded_product(in.n, *weights) : std::nullopt;
+      if (!macs) fail(layer, "has too many parameters or MACs to count");
+      layer.params = *weights + (layer.bias ? layer.channels : 0);
+      layer.macs = *macs;
+      return {in.n, layer.channels, 1, 1};
+    }
+    case LayerKind::kConcat: {
+      if (layer.inputs.empty()) fail(layer, "has no inputs");
+      const Shape& first = input(layer, 0);
+      std::int64_t channels = first.c;
+      for (std::size_t k = 1; k < layer.inputs.size(); ++k) {
+        const Shape& next = input(layer, k);
+        if (next.n != first.n || next.h != first.h || next.w != first.w) {
+          fail(layer, "concatenates " + text(first) + " with " + text(next));
+        }
+        channels += next.c;
+        if (channels > kMaxDimension) fail(layer, "makes more than 2^30 channels");
+      }
+      return {first.n, static_cast<int>(channels), first.h, first.w};
+    }
+    case LayerKind::kChannelShuffle: {
+      expect_inputs(layer, 1);
+      const Shape& in = input(layer, 0);
+      if (layer.groups < 1 || in.c % layer.groups != 0) {
+        fail(layer, "shuffles " + std::to_string(in.c) + " channels in " +
+                        std::to_string(layer.groups) + " groups");
+      }
+      return in;
+    }
+    case LayerKind::kSlice: {
+      expect_inputs(layer, 1);
+      const Shape& in = input(layer, 0);
+      if (layer.begin < 0 || layer.channels < 1 ||
+          std::int64_t{layer.begin} + layer.channels > in.c) {
+        fail(layer, "takes channels " + std::to_string(layer.begin) + " to " +
+                        std::to_string(std::int64_t{layer.begin} + layer.channels) + " of " +
+                        std::to_string(in.c));
+      }
+      return {in.n, layer.channels, in.h, in.w};
+    }
+  }
+  fail(layer, "is of an unknown kind");
+}
+
+const Shape& NetworkBuilder::append(Layer layer) {
+  for (const int input : layer.inputs) {
+    if (input < 0 || input >= tensor_count()) {
+      fail(layer, "reads tensor " + std::to_string(input) + ", which no earlier layer writes");
+    }
+  }
+  layer.output = tensor_count();
+  const Shape out = output_shape(layer);
+  add_to_totals(layer, out);
+  network_.tensors.push_back(out);
+  network_.layers.push_back(std::move(layer));
+  return network_.tensors.back();
+}
+
+Network NetworkBuilder::finish(int output) {
+  if (output < 0 || output >= tensor_count()) {
+    throw Error(ErrorCategory::kInput, where_ + "its output tensor does not exist");
+  }
+  network_.output = output;
+  set_in_place();
+  return std::move(network_);
+}
+
+// An elementwise layer (batch norm, activations, add, mul) writes over its first input when
+// nothing else reads that input and it is not the network input: as the ResNet builder's layers
+// do, so that the analytic peak (peak_activation_bytes) counts what an engine must hold.
+void NetworkBuilder::set_in_place() {
+  std::vector<int> readers(network_.tensors.size(), 0);
+  for (const Layer& layer : network_.layers) {
+    for (const int input : layer.inputs) ++readers[static_cast<std::size_t>(input)];
+  }
+  for (Layer& layer : network_.layers) {
+    const bool elementwise = layer.kind == LayerKind::kBatchNorm || is_activation(layer.kind) ||
+                             layer.kind == LayerKind::kAdd || layer.kind == LayerKind::kMul;
+    const int first = layer.inputs.empty() ? -1 : layer.inputs[0];
+    layer.in_place = elementwise && first != network_.input &&
+                     readers[static_cast<std::size_t>(first)] == 1 && first != network_.output;
+  }
+}
+
 std::string architecture_hash(const Architecture& architecture) {
   std::string text = "carb-architecture-1;in:" + std::to_string(architecture.input_channels) + ";";
   for (const Layer& layer : architecture.layers) {
@@ -446,7 +507,7 @@ std::string register_architecture(Architecture architecture) {
   // Its network at the native resolution must build: a bad architecture fails here, once.
   Config config = imported_config(architecture, std::max(1, architecture.native_resolution), 1,
                                   Precision::kFp32);
-  Instantiation(architecture, config).build();
+  (void)instantiate_architecture(architecture, config);
   Registry& r = registry();
   const std::lock_guard lock(r.mutex);
   std::string hash = architecture.hash;
@@ -493,7 +554,12 @@ const bool kImporterInstalled = (set_model_importer(&import_for_spec), true);
 }  // namespace
 
 Network instantiate_architecture(const Architecture& architecture, const Config& config) {
-  return Instantiation(architecture, config).build();
+  NetworkBuilder builder("architecture " + architecture.name + " (" +
+                             std::string(kImportedKeyPrefix) + architecture.hash +
+                             ") at resolution " + std::to_string(config.resolution) + ": ",
+                         config, architecture.input_channels);
+  for (const Layer& layer : architecture.layers) builder.append(layer);
+  return builder.finish(architecture.output);
 }
 
 Network build_imported_network(const Config& config) {
@@ -505,7 +571,7 @@ Network build_imported_network(const Config& config) {
                                            "models, or space show's model file), or "
                                            "read a database that measured it");
   }
-  return Instantiation(*architecture, config).build();
+  return instantiate_architecture(*architecture, config);
 }
 
 }  // namespace carb
