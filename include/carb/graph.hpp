@@ -5,6 +5,7 @@
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -45,6 +46,9 @@ struct Layer {
   int input_count() const { return inputs[1] >= 0 ? 2 : (inputs[0] >= 0 ? 1 : 0); }
 };
 
+/// "NxCxHxW", e.g. "1x64x56x56".
+std::string to_string(const Shape& shape);
+
 /// torchvision's module path of a layer, e.g. "layer2.0.downsample.0", "fc".
 std::string layer_name(const Layer& layer);
 
@@ -59,6 +63,8 @@ struct Network {
 
 /// Builds the network of a configuration; throws carb::Error (input) when it cannot be built.
 Network build_network(const Config& config);
+/// The shapes of a layer's inputs joined by '+': "1x64x56x56+1x64x56x56" for an add.
+std::string input_shapes(const Network& network, const Layer& layer);
 
 /// Layer counts by kind.
 struct LayerCounts {
@@ -155,6 +161,9 @@ class SpaceFeatures {
 
   /// Features of the point at `index`.
   Features at(std::uint64_t index);
+  /// The same, and the point's configuration (Space::at's) into `config`, reusing its storage:
+  /// consecutive points of one architecture and resolution build no new configuration.
+  Features at(std::uint64_t index, Config& config);
   /// Empty when the point meets every constraint of the space, else the first one it breaks.
   std::string violated_constraint(std::uint64_t index);
 
@@ -163,6 +172,28 @@ class SpaceFeatures {
   const Space& space_;
   std::unique_ptr<Cache> cache_;
 };
+
+/// How a sample of a space is drawn: uniformly at random (sample_random) or balanced over every
+/// knob (sample_stratified).
+enum class Sampling { kRandom, kStratified };
+std::string_view to_string(Sampling sampling);
+/// "random" or "stratified"; nullopt for any other text.
+std::optional<Sampling> parse_sampling(std::string_view text);
+
+/// The filter that accepts the points of `space` meeting its constraints (features's
+/// violated_constraint), or an empty filter (accept all) when it has none. It refers to both.
+IndexFilter constraint_filter(const Space& space, SpaceFeatures& features);
+
+/// `count` distinct points of `space` that meet its constraints, drawn as `sampling` says, in
+/// draw order; every such point when it has no more.
+std::vector<std::uint64_t> sample_points(const Space& space, SpaceFeatures& features,
+                                         std::uint64_t count, std::uint64_t seed,
+                                         Sampling sampling);
+
+/// The points of `space` that meet its constraints: its size when it has none, else counted by
+/// walking it; nullopt when that walk would check more than `max_walk` grid points.
+std::optional<std::uint64_t> count_points(const Space& space, SpaceFeatures& features,
+                                          std::uint64_t max_walk);
 
 /// A scalar analytic feature: its name, as specs' constraints, `carb export`, `carb space
 /// features` and `carb screen --maximize` spell it, and the member of Features that holds it.

@@ -45,29 +45,20 @@ void add_spec_options(CLI::App& command, SpaceOptions& options, bool sampling) {
 template <typename Visit>
 void for_each_selected(const Space& space, SpaceFeatures& features, const SpaceOptions& options,
                        Visit visit) {
-  const bool constrained = !space.constraints().empty();
-  auto accept = [&](std::uint64_t index) { return features.violated_constraint(index).empty(); };
   if (options.sample == 0) {
+    const IndexFilter accept = constraint_filter(space, features);
     for (std::uint64_t index = 0; index < space.size(); ++index) {
-      if (!constrained || accept(index)) visit(index);
+      if (!accept || accept(index)) visit(index);
     }
     return;
   }
-  const IndexFilter filter = constrained ? IndexFilter(accept) : IndexFilter();
-  const auto indices = options.sampling == "stratified"
-                           ? sample_stratified(space, options.sample, options.seed, filter)
-                           : sample_random(space, options.sample, options.seed, filter);
+  const auto indices = sample_points(space, features, options.sample, options.seed,
+                                     *parse_sampling(options.sampling));
   if (indices.size() < options.sample) {
     std::cerr << "carb: note: the space has only " << indices.size()
               << " configurations that meet its constraints; taking all of them\n";
   }
   for (std::uint64_t index : indices) visit(index);
-}
-
-std::string join_ints(const std::vector<int>& values) {
-  std::string text;
-  for (int value : values) text += (text.empty() ? "" : ".") + std::to_string(value);
-  return text;
 }
 
 std::vector<std::string> config_columns() {
@@ -109,8 +100,8 @@ std::vector<Cell> feature_cells(const Config& config, const Features& features,
       cells.emplace_back(features.*feature.real);
     }
   }
-  cells.emplace_back(join_ints(config.stage_blocks));
-  cells.emplace_back(join_ints(config.stage_widths));
+  cells.emplace_back(dotted_list(config.stage_blocks));
+  cells.emplace_back(dotted_list(config.stage_widths));
   cells.emplace_back(std::int64_t{config.classes});
   cells.emplace_back(std::int64_t{features.widest_channels});
   cells.emplace_back(std::int64_t{features.kernel_launches});
@@ -132,18 +123,9 @@ constexpr std::uint64_t kMaxCountWalk = 1'000'000'000;
 void run_count(const SpaceOptions& options) {
   const Space space = Space::from_file(options.spec);
   SpaceFeatures features(space);
-  Cell points = static_cast<std::int64_t>(space.size());
-  if (!space.constraints().empty()) {
-    if (space.size() > kMaxCountWalk) {
-      points = std::string("not counted (over 10^9 grid points to check)");
-    } else {
-      std::int64_t valid = 0;
-      for (std::uint64_t index = 0; index < space.size(); ++index) {
-        if (features.violated_constraint(index).empty()) ++valid;
-      }
-      points = valid;
-    }
-  }
+  const std::optional<std::uint64_t> counted = count_points(space, features, kMaxCountWalk);
+  const Cell points = counted ? Cell(static_cast<std::int64_t>(*counted))
+                              : Cell(std::string("not counted (over 10^9 grid points to check)"));
   std::string constraints;
   for (const auto& constraint : space.constraints()) {
     constraints += (constraints.empty() ? "max_" : ", max_") + constraint.feature + "=" +
@@ -201,18 +183,10 @@ void run_show(const SpaceOptions& options) {
                                 {"layer", "kind", "input_shape", "output_shape", "kernel", "stride",
                                  "padding", "params", "macs", "in_place"},
                                 std::cout);
-  auto shape_text = [](const Shape& shape) {
-    return std::to_string(shape.n) + "x" + std::to_string(shape.c) + "x" + std::to_string(shape.h) +
-           "x" + std::to_string(shape.w);
-  };
   for (const Layer& layer : network.layers) {
-    std::string inputs;
-    for (int k = 0; k < layer.input_count(); ++k) {
-      inputs += (k > 0 ? "+" : "") +
-                shape_text(network.tensors[static_cast<std::size_t>(layer.inputs[k])]);
-    }
-    writer->row({layer_name(layer), std::string(to_string(layer.kind)), inputs,
-                 shape_text(network.tensors[static_cast<std::size_t>(layer.output)]),
+    writer->row({layer_name(layer), std::string(to_string(layer.kind)),
+                 input_shapes(network, layer),
+                 to_string(network.tensors[static_cast<std::size_t>(layer.output)]),
                  std::int64_t{layer.kernel}, std::int64_t{layer.stride},
                  std::int64_t{layer.padding}, layer.params, layer.macs, layer.in_place});
   }

@@ -270,6 +270,10 @@ struct SpaceFeatures::Cache {
   std::uint64_t groups = 0;
   std::size_t batch_axis = 0;
   std::size_t precision_axis = 0;
+  /// The configuration of the last group at(index, config) was asked for (batch, precision
+  /// aside), so that consecutive points of one architecture build none.
+  std::optional<std::uint64_t> config_group;
+  Config group_config;
 };
 
 SpaceFeatures::SpaceFeatures(const Space& space)
@@ -315,6 +319,23 @@ Features SpaceFeatures::at(std::uint64_t index) {
     profile = &found->second;
   }
   return scale(*profile, batch, precision);
+}
+
+Features SpaceFeatures::at(std::uint64_t index, Config& config) {
+  const std::uint64_t per_group = space_.points_per_architecture_resolution();
+  const std::uint64_t group = index / per_group;
+  if (cache_->config_group != group) {
+    cache_->group_config = space_.at(group * per_group);
+    cache_->config_group = group;
+  }
+  const std::uint64_t within = index % per_group;
+  const std::vector<double>& precisions = space_.axes()[cache_->precision_axis].values;
+  const std::vector<double>& batches = space_.axes()[cache_->batch_axis].values;
+  config = cache_->group_config;  // reuses config's storage
+  config.precision =
+      static_cast<Precision>(static_cast<int>(precisions[within % precisions.size()]));
+  config.batch = static_cast<int>(batches[within / precisions.size()]);
+  return at(index);
 }
 
 std::string SpaceFeatures::violated_constraint(std::uint64_t index) {

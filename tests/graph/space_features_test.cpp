@@ -41,6 +41,25 @@ TEST(SpaceFeatures, CachedFeaturesEqualDirectOnes) {
   }
 }
 
+TEST(SpaceFeatures, GivesEachPointsConfigurationAsSpaceAtDoes) {
+  for (const char* name : {"paper.yaml", "million.yaml", "cpu-demo.yaml"}) {
+    const Space space = Space::from_file(kExamples + name);
+    SpaceFeatures features(space);
+    Config config;
+    // Consecutive points (one architecture, then the next), and points in random order.
+    std::vector<std::uint64_t> indices;
+    for (std::uint64_t index = 0; index < 3 * space.points_per_architecture_resolution(); ++index) {
+      indices.push_back(index);
+    }
+    for (std::uint64_t index : sample_random(space, 300, 5)) indices.push_back(index);
+    for (std::uint64_t index : indices) {
+      const Features with_config = features.at(index, config);
+      EXPECT_EQ(config, space.at(index)) << name << " " << index;
+      EXPECT_EQ(with_config.macs, features.at(index).macs);
+    }
+  }
+}
+
 TEST(SpaceFeatures, ChecksConstraints) {
   const Space space = Space::from_file(kExamples + "cpu-demo.yaml");
   SpaceFeatures features(space);
