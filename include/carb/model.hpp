@@ -483,4 +483,26 @@ FeatureRows feature_rows(const std::vector<Config>& configs);
 FeatureRows feature_rows(const Space& space, SpaceFeatures& features,
                          const std::vector<std::uint64_t>& indices);
 
+// ---------------------------------------------------------------------------------------------
+// Predicting what a user names (carb predict, the Python module)
+
+/// The most configurations whose memory plan_memory asks the engine for: planning takes about a
+/// millisecond a configuration, worth it for what a user reads, not for a whole space.
+inline constexpr std::size_t kMostPlannedConfigurations = 10000;
+
+/// Replaces the memory predictions of `configs` (Predictor::predict's result for them,
+/// [target][row]) by the engine's own plan (EngineMemoryPlanner) where this machine runs the
+/// model's engine and there are at most kMostPlannedConfigurations of them. Returns how many it
+/// planned (0: none; the model's predictions stand), with the engine in `engine` when it did.
+std::size_t plan_memory(const Predictor& model, const std::vector<Config>& configs,
+                        std::vector<std::vector<TargetPrediction>>& predictions,
+                        std::string* engine);
+
+/// The feature rows of a table model (Predictor::schema() "table") from a table holding its
+/// feature columns by name: a feature "log_NAME" is column NAME through log1p, unless the table
+/// has a column "log_NAME" itself. Batch sizes are 0. Throws carb::Error (input) with
+/// file:line:column on a cell that is not a finite number, or naming the columns the table has
+/// when it lacks one.
+FeatureRows table_feature_rows(const Predictor& model, const CsvTable& table);
+
 }  // namespace carb
