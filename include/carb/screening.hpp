@@ -204,5 +204,9 @@ nlohmann::json screen_result_json(const ScreenResult& result,
 /// Reads it back (without features); throws carb::Error (input) naming `origin` when it is not
 /// a screening result of this carb.
 [[nodiscard]] ScreenResult screen_result_from_json(const nlohmann::json& json, const std::string& origin);
+/// Reads a result file (screen_result_json's, as `carb screen --json` writes it); throws
+/// carb::Error (input) naming the file when it cannot be opened, is not JSON, or is not a
+/// screening result of this carb.
+[[nodiscard]] ScreenResult read_screen_result(const std::string& path);
 
 }  // namespace carb

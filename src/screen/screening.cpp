@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
 
@@ -782,6 +783,18 @@ ScreenResult screen_result_from_json(const json& j, const std::string& origin) {
   } catch (const json::exception& e) {
     throw bad(std::string("malformed screening result: ") + e.what());
   }
+}
+
+ScreenResult read_screen_result(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw Error(ErrorCategory::kInput, path + ": cannot open");
+  json parsed;
+  try {
+    parsed = json::parse(in);
+  } catch (const json::parse_error& error) {
+    throw Error(ErrorCategory::kInput, path + ": not JSON: " + error.what());
+  }
+  return screen_result_from_json(parsed, path);
 }
 
 }  // namespace carb

@@ -329,6 +329,27 @@ TEST_F(Screening, TheResultFileRoundTrips) {
   } catch (const Error& error) {
     EXPECT_EQ(std::string(error.what()).rfind("r.json: malformed screening result", 0), 0U);
   }
+
+  // From a file, as carb report reads it.
+  const std::string file = ::testing::TempDir() + "result-" + std::to_string(::getpid()) + ".json";
+  std::ofstream(file) << json.dump(1);
+  const ScreenResult read = read_screen_result(file);
+  EXPECT_EQ(read.feasible, result.feasible);
+  ASSERT_EQ(read.pool.size(), result.pool.size());
+  EXPECT_EQ(read.pool.back().key, result.pool.back().key);
+  const auto error_of = [](const std::string& path) -> std::string {
+    try {
+      (void)read_screen_result(path);
+    } catch (const Error& error) {
+      EXPECT_EQ(error.category(), ErrorCategory::kInput);
+      return error.what();
+    }
+    return "no error";
+  };
+  std::ofstream(file) << "{\"format\": ";
+  EXPECT_EQ(error_of(file).rfind(file + ": not JSON: ", 0), 0U) << error_of(file);
+  std::filesystem::remove(file);
+  EXPECT_EQ(error_of(file), file + ": cannot open");
 }
 
 }  // namespace
