@@ -161,9 +161,9 @@ class SpaceFeatures {
 
   /// Features of the point at `index`.
   Features at(std::uint64_t index);
-  /// The same, and the point's configuration (Space::at's) into `config`, reusing its storage:
+  /// The configuration of the point at `index` (Space::at's), valid until the next call:
   /// consecutive points of one architecture and resolution build no new configuration.
-  Features at(std::uint64_t index, Config& config);
+  const Config& config_at(std::uint64_t index);
   /// Empty when the point meets every constraint of the space, else the first one it breaks.
   std::string violated_constraint(std::uint64_t index);
 

@@ -270,8 +270,8 @@ struct SpaceFeatures::Cache {
   std::uint64_t groups = 0;
   std::size_t batch_axis = 0;
   std::size_t precision_axis = 0;
-  /// The configuration of the last group at(index, config) was asked for (batch, precision
-  /// aside), so that consecutive points of one architecture build none.
+  /// The configuration config_at() gave last, and its group: consecutive points of one
+  /// architecture and resolution differ in batch and precision only.
   std::optional<std::uint64_t> config_group;
   Config group_config;
 };
@@ -321,7 +321,7 @@ Features SpaceFeatures::at(std::uint64_t index) {
   return scale(*profile, batch, precision);
 }
 
-Features SpaceFeatures::at(std::uint64_t index, Config& config) {
+const Config& SpaceFeatures::config_at(std::uint64_t index) {
   const std::uint64_t per_group = space_.points_per_architecture_resolution();
   const std::uint64_t group = index / per_group;
   if (cache_->config_group != group) {
@@ -331,11 +331,11 @@ Features SpaceFeatures::at(std::uint64_t index, Config& config) {
   const std::uint64_t within = index % per_group;
   const std::vector<double>& precisions = space_.axes()[cache_->precision_axis].values;
   const std::vector<double>& batches = space_.axes()[cache_->batch_axis].values;
-  config = cache_->group_config;  // reuses config's storage
+  Config& config = cache_->group_config;
   config.precision =
       static_cast<Precision>(static_cast<int>(precisions[within % precisions.size()]));
   config.batch = static_cast<int>(batches[within / precisions.size()]);
-  return at(index);
+  return config;
 }
 
 std::string SpaceFeatures::violated_constraint(std::uint64_t index) {

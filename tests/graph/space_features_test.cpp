@@ -45,7 +45,6 @@ TEST(SpaceFeatures, GivesEachPointsConfigurationAsSpaceAtDoes) {
   for (const char* name : {"paper.yaml", "million.yaml", "cpu-demo.yaml"}) {
     const Space space = Space::from_file(kExamples + name);
     SpaceFeatures features(space);
-    Config config;
     // Consecutive points (one architecture, then the next), and points in random order.
     std::vector<std::uint64_t> indices;
     for (std::uint64_t index = 0; index < 3 * space.points_per_architecture_resolution(); ++index) {
@@ -53,9 +52,7 @@ TEST(SpaceFeatures, GivesEachPointsConfigurationAsSpaceAtDoes) {
     }
     for (std::uint64_t index : sample_random(space, 300, 5)) indices.push_back(index);
     for (std::uint64_t index : indices) {
-      const Features with_config = features.at(index, config);
-      EXPECT_EQ(config, space.at(index)) << name << " " << index;
-      EXPECT_EQ(with_config.macs, features.at(index).macs);
+      EXPECT_EQ(features.config_at(index), space.at(index)) << name << " " << index;
     }
   }
 }
