@@ -221,19 +221,14 @@ TEST_F(StoreExportData, TypedRowsAreTheExportsValuesWithNullKeptNull) {
     EXPECT_EQ(columns[c].name, csv.front()[c]);
     at[columns[c].name] = c;
   }
-  const auto kind = [&](const char* name) { return columns.at(at.at(name)).kind; };
-  EXPECT_EQ(kind("configuration_key"), ExportKind::kText);
-  EXPECT_EQ(kind("depth"), ExportKind::kInteger);
-  EXPECT_EQ(kind("early_downsample"), ExportKind::kBoolean);
-  EXPECT_EQ(kind("wall_converged"), ExportKind::kBoolean);
-  EXPECT_EQ(kind("width_multiplier"), ExportKind::kReal);
-  EXPECT_EQ(kind("energy_j"), ExportKind::kReal);
-  EXPECT_EQ(kind("engine_peak_bytes"), ExportKind::kInteger);
-  EXPECT_EQ(kind("macs"), ExportKind::kInteger);
-  EXPECT_EQ(kind("arithmetic_intensity"), ExportKind::kReal);
-  EXPECT_EQ(kind("stage_blocks"), ExportKind::kJson);
-  EXPECT_EQ(kind("provenance"), ExportKind::kJson);
-  EXPECT_EQ(kind("drift_probe_ms"), ExportKind::kReal);
+  const std::pair<const char*, ExportKind> kinds[] = {
+      {"configuration_key", ExportKind::kText},    {"depth", ExportKind::kInteger},
+      {"early_downsample", ExportKind::kBoolean},  {"wall_converged", ExportKind::kBoolean},
+      {"width_multiplier", ExportKind::kReal},     {"energy_j", ExportKind::kReal},
+      {"engine_peak_bytes", ExportKind::kInteger}, {"macs", ExportKind::kInteger},
+      {"arithmetic_intensity", ExportKind::kReal}, {"stage_blocks", ExportKind::kJson},
+      {"provenance", ExportKind::kJson},           {"drift_probe_ms", ExportKind::kReal}};
+  for (const auto& [name, kind] : kinds) EXPECT_EQ(columns.at(at.at(name)).kind, kind) << name;
   int nulls = 0;
   for (const auto& values : rows) {
     ASSERT_EQ(values.size(), columns.size());
