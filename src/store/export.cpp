@@ -114,6 +114,7 @@ std::int64_t Store::export_rows(
   }
   CARB_CHECK(knob_end > 0, "measurement_view lacks the knob columns");
   std::vector<ExportColumn> features;
+  features.reserve(kScalarFeatures.size());
   for (const ScalarFeature& feature : kScalarFeatures) {
     features.push_back({std::string(feature.name),
                         feature.integer != nullptr ? ExportKind::kInteger : ExportKind::kReal});
@@ -154,6 +155,7 @@ std::int64_t Store::export_rows(
       probe = *factor * curve->second.reference_ms;
     }
     std::vector<ExportValue> feature_values;
+    feature_values.reserve(kScalarFeatures.size());
     for (const ScalarFeature& feature : kScalarFeatures) {
       if (feature.integer != nullptr) {
         feature_values.emplace_back(computed.*feature.integer);
