@@ -52,6 +52,15 @@ __all__ = [
 ]
 
 PathLike = Union[str, "_os.PathLike[str]"]
+
+
+def _input_error(message: str, subject: str = "") -> InputError:
+    """An InputError raised by the package itself, with the attributes carb's own have."""
+    error = InputError(message)
+    error.subject = subject
+    error.exit_code = 2
+    return error
+
 Keys = Union[str, Sequence[str], "pd.Series"]
 
 
@@ -192,7 +201,7 @@ class Space:
         """:meth:`feature_arrays` in chunks, for spaces too large to hold: each chunk covers
         ``chunk_size`` grid points (or given indices) and holds those meeting the constraints."""
         if chunk_size < 1:
-            raise InputError("chunk_size must be at least 1")
+            raise _input_error("chunk_size must be at least 1", "chunk_size")
         if indices is not None:
             chosen = np.asarray(indices, dtype=np.uint64)
             for start in range(0, len(chosen), chunk_size):
@@ -211,7 +220,7 @@ def features(keys: Keys, roofline: Optional[str] = None) -> pd.DataFrame:
     """Knobs and analytic features of configurations by key (``carb space show KEY``)."""
     chosen = _keys_of(keys)
     if chosen is None:
-        raise InputError("keys: give a configuration key or a sequence of them")
+        raise _input_error("keys: give a configuration key or a sequence of them", "keys")
     return _frame(_carb.key_features(chosen, roofline))
 
 
@@ -343,15 +352,15 @@ class Model:
             columns = self._handle.predict_space(data._handle, chosen, plan_memory, domain)
         elif self.schema == "table":
             if not isinstance(data, pd.DataFrame):
-                raise InputError("this model was fitted on a table: predict from a DataFrame of "
-                                 "its feature columns")
+                raise _input_error("this model was fitted on a table: predict from a DataFrame "
+                                   "of its feature columns")
             header, rows = _cells(data)
             columns = self._handle.predict_table(header, rows, "<DataFrame>", domain)
             index = data.index
         else:
             keys = _keys_of(data)
             if keys is None:
-                raise InputError("predict takes keys, a DataFrame with a key column, or a Space")
+                raise _input_error("predict takes keys, a DataFrame with a key column, or a Space")
             columns = self._handle.predict_keys(keys, plan_memory, domain)
             if isinstance(data, (pd.DataFrame, pd.Series)):
                 index = data.index
@@ -392,7 +401,8 @@ def _cells(frame: pd.DataFrame) -> Tuple[List[str], List[List[str]]]:
     return header, rows
 
 
-def _measured_columns(frame: pd.DataFrame, device: Optional[str]) -> Tuple[Dict[str, Any], str, str]:
+def _measured_columns(frame: pd.DataFrame,
+                      device: Optional[str]) -> Tuple[Dict[str, Any], str, str]:
     """The measured targets of a DataFrame of measurements (:func:`measurements`' columns, or
     ``key`` with ``memory_B``, ``energy_J``, ``latency_ms``) for fit."""
     if "status" in frame.columns:
@@ -405,15 +415,15 @@ def _measured_columns(frame: pd.DataFrame, device: Optional[str]) -> Tuple[Dict[
                           (frame.get("device_name", frame["device_fingerprint"]) == device)]
             fingerprints = sorted(set(frame["device_fingerprint"]))
         if len(fingerprints) > 1:
-            raise InputError("device: the measurements hold several devices; give device= one "
-                             "of: " + ", ".join(fingerprints), )
+            raise _input_error("device: the measurements hold several devices; give one of: " +
+                               ", ".join(fingerprints), "device")
         if fingerprints:
             fingerprint = fingerprints[0]
             if "device_name" in frame.columns:
                 name = str(frame["device_name"].iloc[0])
     key_column = "configuration_key" if "configuration_key" in frame.columns else "key"
     if key_column not in frame.columns:
-        raise InputError("the DataFrame has no key or configuration_key column")
+        raise _input_error("the DataFrame has no key or configuration_key column")
 
     def numbers(*names: str) -> np.ndarray:
         for column in names:
@@ -472,11 +482,11 @@ def fit(data: Any = None, *, db: Optional[PathLike] = None, device: str = "",
     if isinstance(data, (str, _os.PathLike)) and db is None:
         db, data = data, None
     if (db is None) == (data is None):
-        raise InputError("give either a database (db=) or a DataFrame")
+        raise _input_error("give either a database (db=) or a DataFrame")
     if db is not None:
         handle, _, info = _carb.fit_store(_os.fspath(db), device, drift, instance, options)
     elif not isinstance(data, pd.DataFrame):
-        raise InputError("fit takes a database path or a DataFrame")
+        raise _input_error("fit takes a database path or a DataFrame")
     elif features is not None or targets is not None:
         if isinstance(targets, Mapping):
             target_texts = [f"{name}={column}" for name, column in targets.items()]
@@ -506,7 +516,8 @@ def _value_objective(value: Any) -> Dict[str, Any]:
     if isinstance(value, str):
         file, _, column = value.rpartition(":")
         if not file or not column:
-            raise InputError(f"value takes FILE:COLUMN, e.g. accuracy.csv:top1 (got '{value}')")
+            raise _input_error(f"value takes FILE:COLUMN, e.g. accuracy.csv:top1 (got '{value}')",
+                               "value")
         return dict(value_file=(file, column), values=None, values_name=column)
     if isinstance(value, tuple) and len(value) == 2:
         return dict(value_file=(_os.fspath(value[0]), str(value[1])), values=None,
@@ -517,7 +528,8 @@ def _value_objective(value: Any) -> Dict[str, Any]:
     if isinstance(value, Mapping):
         return dict(value_file=None, values={str(k): float(v) for k, v in value.items()},
                     values_name="value")
-    raise InputError("value takes 'FILE:COLUMN', (file, column), a Series or a dict by key")
+    raise _input_error("value takes 'FILE:COLUMN', (file, column), a Series or a dict by key",
+                       "value")
 
 
 def screen(model: Model, candidates: Any, *, budget: Optional[str] = None,
@@ -538,7 +550,7 @@ def screen(model: Model, candidates: Any, *, budget: Optional[str] = None,
     (``screening``, what :func:`report` draws). ``json`` writes that file as ``carb screen
     --json`` does. ``all_candidates=True`` also returns every candidate stage 2 scored."""
     if value is not None and maximize not in (None, "macs"):
-        raise InputError("give maximize or value, not both")
+        raise _input_error("give maximize or value, not both")
     space = candidates if isinstance(candidates, Space) else None
     keys = None
     if space is not None and sample is not None:
@@ -546,7 +558,7 @@ def screen(model: Model, candidates: Any, *, budget: Optional[str] = None,
     elif space is None:
         keys = _keys_of(candidates)
         if keys is None:
-            raise InputError("screen takes a Space or configuration keys")
+            raise _input_error("screen takes a Space or configuration keys")
     result = _carb.screen(
         model._handle, None if stage1_model is None else stage1_model._handle,
         None if space is None else space._handle, keys, budget or "", objectives or "",
@@ -629,7 +641,7 @@ def profile(db: PathLike, configurations: Any, *, device: str = "cpu",
         space, indices = None, None
         keys = _keys_of(configurations)
         if keys is None:
-            raise InputError("profile takes a Space or configuration keys")
+            raise _input_error("profile takes a Space or configuration keys")
         spec_text, campaign = "".join(key + "\n" for key in keys), name or "keys"
     if isinstance(time_budget, str):
         time_budget = _carb.parse_duration(time_budget)
@@ -698,7 +710,8 @@ def report(db: Union[PathLike, Sequence[PathLike]], output: PathLike, *,
     screening_path, screening_json = "", ""
     if isinstance(screening, pd.DataFrame):
         if "screening" not in screening.attrs:
-            raise InputError("screening: a DataFrame screen() returned, or a result file")
+            raise _input_error("screening: a DataFrame screen() returned, or a result file",
+                               "screening")
         screening_json = screening.attrs["screening"]
     elif screening is not None:
         screening_path = _os.fspath(screening)

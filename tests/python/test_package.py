@@ -53,7 +53,7 @@ def test_the_stubs_name_exactly_what_the_compiled_module_has():
     assert (Path(carb.__file__).parent / "_carb.pyi").exists()
 
 
-def test_errors_are_value_and_runtime_errors():
+def test_errors_are_value_and_runtime_errors(reference_db):
     assert issubclass(carb.InputError, ValueError)
     assert issubclass(carb.CarbRuntimeError, RuntimeError)
     assert not issubclass(carb.InputError, RuntimeError)
@@ -61,6 +61,15 @@ def test_errors_are_value_and_runtime_errors():
         carb.layers("not a key")
     assert raised.value.exit_code == 2 and raised.value.subject == ""
     assert "\n" not in str(raised.value)
+    # The package's own checks raise the same type, with the same attributes.
+    with pytest.raises(carb.InputError) as raised:
+        carb.load_space(SOURCE / "examples" / "spaces" / "paper.yaml").feature_chunks(0).__next__()
+    assert raised.value.subject == "chunk_size" and raised.value.exit_code == 2
+    # A runtime failure: a report that cannot be written (its folder does not exist).
+    with pytest.raises(carb.CarbRuntimeError) as raised:
+        carb.report(reference_db, "/nonexistent-folder/report.html", fit=False)
+    assert str(raised.value) == "/nonexistent-folder/report.html: cannot write"
+    assert raised.value.exit_code == 1
 
 
 def test_long_work_releases_the_gil(reference_db):
