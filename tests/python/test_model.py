@@ -148,6 +148,25 @@ def test_a_table_model_from_a_dataframe_predicts_as_carb_predict_table(tmp_path)
         model.predict(KEYS)
 
 
+def test_a_models_properties_are_its_files(cli_model):
+    model = carb.load_model(cli_model)
+    saved = json.loads(open(cli_model).read())
+    assert json.loads(model.to_json())["device"] == saved["device"]
+    assert model.schema == saved["feature_schema"]["name"] == "carb-ir-2"
+    assert model.feature_names == saved["feature_schema"]["features"]
+    assert [t["name"] for t in model.targets] == ["memory", "energy", "latency"]
+    assert [t["unit"] for t in model.targets] == ["B", "J", "ms"]
+    assert model.coverage == 0.9
+    assert model.drift["applied"] is False
+    assert model.instances == saved["device"]["instances"]
+    assert model.device_fingerprint == saved["device"]["fingerprint"]
+    report = model.fit_report
+    assert report["train_rows"] + report["validation_rows"] + report["calibration_rows"] + \
+        report["test_rows"] == 1600
+    assert len(model.fitted_keys) == 1600 - report["test_rows"]
+    assert "AMD EPYC" in repr(model)
+
+
 def test_model_errors_are_the_command_lines(tmp_path, cli_model):
     not_a_model = tmp_path / "not-a-model.json"
     not_a_model.write_text('{"format": "something else"}')
