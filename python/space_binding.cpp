@@ -1,6 +1,8 @@
 // Spaces: load, count, sample, list, and features as numpy arrays, chunk by chunk.
 #include <cstring>
 #include <optional>
+#include <string_view>
+#include <type_traits>
 
 #include "binding.hpp"
 #include "carb/error.hpp"
@@ -8,10 +10,6 @@
 namespace carb::python {
 
 namespace {
-
-// Past this many grid points a space with constraints is not walked to count it (the command
-// line's limit too).
-constexpr std::uint64_t kMaxCountWalk = 1'000'000'000;
 
 Sampling sampling_of(const std::string& text) {
   const auto sampling = parse_sampling(text);
@@ -56,133 +54,79 @@ std::vector<std::uint64_t> accepted_in(SpaceHandle& handle, std::uint64_t start,
   });
 }
 
-// A numpy array being filled, with its data pointer at hand (mutable_data() checks each call).
+// What a numpy column holds for a feature row's value of type T: block and precision as codes
+// into BLOCKS and PRECISIONS.
 template <typename T>
-struct Column {
-  explicit Column(std::size_t n) : array(new_array<T>(n)), data(array.mutable_data()) {}
-  py::array_t<T> array;
-  T* data;
-};
+using Stored = std::conditional_t<std::is_enum_v<T>, std::uint8_t, T>;
 
-// Knobs and features of configurations, column by column: numbers into numpy arrays (allocated
-// with the GIL, filled without it), text columns (the key and the stage lists) only when asked.
+// Feature rows of configurations, column by column (for_each_feature_column's columns): numbers
+// into numpy arrays (allocated with the GIL, filled without it), text columns (the key and the
+// stage lists) only when asked.
 class FeatureColumns {
  public:
-  FeatureColumns(std::size_t n, bool roofline, bool text)
-      : has_roofline_(roofline),
-        text_(text),
-        block_(n),
-        depth_(n),
-        width_(n),
-        early_(n),
-        resolution_(n),
-        batch_(n),
-        precision_(n),
-        classes_(n),
-        widest_(n),
-        launches_(n),
-        roofline_(roofline ? n : 0) {
-    for (const ScalarFeature& feature : kScalarFeatures) {
-      scalar_.push_back(feature.integer != nullptr ? py::array(new_array<std::int64_t>(n))
-                                                   : py::array(new_array<double>(n)));
-      scalar_data_.push_back(scalar_.back().mutable_data());
-    }
-    layers_.reserve(kLayerKindCount);
-    for (int kind = 0; kind < kLayerKindCount; ++kind) layers_.emplace_back(n);
-    if (text_) {
-      keys_.reserve(n);
-      stage_blocks_.reserve(n);
-      stage_widths_.reserve(n);
-    }
+  FeatureColumns(std::size_t n, const std::optional<RooflineDevice>& roofline, bool text)
+      : roofline_(roofline), options_{.text = text, .roofline = roofline_ ? &*roofline_ : nullptr} {
+    for_each_feature_column(Config{}, Features{}, options_,
+                            [&](std::string_view name, const auto& value) {
+                              using T = decltype(value());
+                              names_.emplace_back(name);
+                              texts_.emplace_back();
+                              if constexpr (std::is_same_v<T, std::string>) {
+                                texts_.back().reserve(n);
+                                arrays_.emplace_back(py::none());
+                                data_.push_back(nullptr);
+                              } else {
+                                auto array = new_array<Stored<T>>(n);
+                                data_.push_back(array.mutable_data());
+                                arrays_.emplace_back(std::move(array));
+                              }
+                            });
   }
 
-  /// Row i (needs no GIL); `roofline` when the columns have a roofline time.
-  void set(std::size_t i, const Config& config, const Features& features,
-           const std::optional<RooflineDevice>& roofline) {
-    block_.data[i] = static_cast<std::uint8_t>(config.block);
-    depth_.data[i] = config.depth();
-    width_.data[i] = config.width_multiplier;
-    early_.data[i] = config.early_downsample;
-    resolution_.data[i] = config.resolution;
-    batch_.data[i] = config.batch;
-    precision_.data[i] = static_cast<std::uint8_t>(config.precision);
-    for (std::size_t f = 0; f < kScalarFeatures.size(); ++f) {
-      const ScalarFeature& feature = kScalarFeatures[f];
-      if (feature.integer != nullptr) {
-        static_cast<std::int64_t*>(scalar_data_[f])[i] = features.*feature.integer;
+  FeatureColumns(const FeatureColumns&) = delete;
+  FeatureColumns& operator=(const FeatureColumns&) = delete;
+
+  /// Row i (needs no GIL).
+  void set(std::size_t i, const Config& config, const Features& features) {
+    std::size_t c = 0;
+    for_each_feature_column(config, features, options_, [&](std::string_view, const auto& value) {
+      using T = decltype(value());
+      if constexpr (std::is_same_v<T, std::string>) {
+        texts_[c].push_back(value());
       } else {
-        static_cast<double*>(scalar_data_[f])[i] = features.*feature.real;
+        static_cast<Stored<T>*>(data_[c])[i] = static_cast<Stored<T>>(value());
       }
-    }
-    classes_.data[i] = config.classes;
-    widest_.data[i] = features.widest_channels;
-    launches_.data[i] = features.kernel_launches;
-    for (std::size_t kind = 0; kind < layers_.size(); ++kind) {
-      layers_[kind].data[i] = features.layer_counts.by_kind[kind];
-    }
-    if (roofline) roofline_.data[i] = roofline_ms(build_network(config), *roofline);
-    if (text_) {
-      keys_.push_back(to_key(config));
-      stage_blocks_.push_back(dotted_list(config.stage_blocks));
-      stage_widths_.push_back(dotted_list(config.stage_widths));
-    }
+      ++c;
+    });
   }
 
   /// The columns in `carb space features`' order (block and precision as codes).
   py::dict to_dict() const {
     py::dict columns;
-    if (text_) columns["key"] = py::cast(keys_);
-    columns["block"] = block_.array;
-    columns["depth"] = depth_.array;
-    columns["width"] = width_.array;
-    columns["early_downsample"] = early_.array;
-    columns["resolution"] = resolution_.array;
-    columns["batch"] = batch_.array;
-    columns["precision"] = precision_.array;
-    for (std::size_t f = 0; f < kScalarFeatures.size(); ++f) {
-      columns[py::str(std::string(kScalarFeatures[f].name))] = scalar_[f];
+    for (std::size_t c = 0; c < names_.size(); ++c) {
+      columns[py::str(names_[c])] = arrays_[c].is_none() ? py::cast(texts_[c]) : arrays_[c];
     }
-    if (text_) {
-      columns["stage_blocks"] = py::cast(stage_blocks_);
-      columns["stage_widths"] = py::cast(stage_widths_);
-    }
-    columns["classes"] = classes_.array;
-    columns["widest_channels"] = widest_.array;
-    columns["kernel_launches"] = launches_.array;
-    for (int kind = 0; kind < kLayerKindCount; ++kind) {
-      columns[py::str(std::string(to_string(static_cast<LayerKind>(kind))) + "_layers")] =
-          layers_[static_cast<std::size_t>(kind)].array;
-    }
-    if (has_roofline_) columns["roofline_ms"] = roofline_.array;
     return columns;
   }
 
  private:
-  bool has_roofline_;
-  bool text_;
-  Column<std::uint8_t> block_;
-  Column<std::int32_t> depth_;
-  Column<double> width_;
-  Column<bool> early_;
-  Column<std::int32_t> resolution_, batch_;
-  Column<std::uint8_t> precision_;
-  Column<std::int32_t> classes_, widest_, launches_;
-  Column<double> roofline_;
-  std::vector<py::array> scalar_;
-  std::vector<void*> scalar_data_;
-  std::vector<Column<std::int32_t>> layers_;
-  std::vector<std::string> keys_, stage_blocks_, stage_widths_;
+  std::optional<RooflineDevice> roofline_;
+  FeatureColumnOptions options_;  // its roofline points into roofline_
+  std::vector<std::string> names_;
+  std::vector<py::object> arrays_;               // a numeric column's array, None for text
+  std::vector<void*> data_;                      // its data
+  std::vector<std::vector<std::string>> texts_;  // a text column's cells
 };
 
 // Features of points by index (through the space's cache), with their indices last.
 py::dict feature_columns(SpaceHandle& handle, const std::vector<std::uint64_t>& indices,
                          const std::optional<RooflineDevice>& roofline, bool text) {
-  FeatureColumns columns(indices.size(), roofline.has_value(), text);
+  FeatureColumns columns(indices.size(), roofline, text);
   without_gil([&] {
     return handle.with_features([&](const Space&, SpaceFeatures& cache) {
       for (std::size_t i = 0; i < indices.size(); ++i) {
         const Features features = cache.at(indices[i]);
-        columns.set(i, cache.config_at(indices[i]), features, roofline);
+        columns.set(i, cache.config_at(indices[i]), features);
       }
       return 0;
     });
@@ -254,7 +198,7 @@ void bind_space(py::module_& m) {
            [](SpaceHandle& h) {
              return without_gil([&] {
                return h.with_features([](const Space& space, SpaceFeatures& features) {
-                 return count_points(space, features, kMaxCountWalk);
+                 return count_points(space, features, kCountWalkLimit);
                });
              });
            })
@@ -319,10 +263,10 @@ void bind_space(py::module_& m) {
         // Configurations of no space: each network is built and walked.
         const auto device = roofline_of(roofline);
         const std::vector<Config> configs = configs_of_keys(keys);
-        FeatureColumns columns(configs.size(), device.has_value(), true);
+        FeatureColumns columns(configs.size(), device, true);
         without_gil([&] {
           for (std::size_t i = 0; i < configs.size(); ++i) {
-            columns.set(i, configs[i], compute_features(build_network(configs[i])), device);
+            columns.set(i, configs[i], compute_features(build_network(configs[i])));
           }
           return 0;
         });
@@ -334,32 +278,14 @@ void bind_space(py::module_& m) {
       "layers",
       [](const std::string& key) {
         const Network network = build_network(parse_key(key));
-        std::vector<std::string> names, kinds, inputs, outputs;
-        std::vector<std::int64_t> kernel, stride, padding, params, macs;
-        std::vector<bool> in_place;
-        for (const Layer& layer : network.layers) {
-          names.push_back(layer_name(layer));
-          kinds.emplace_back(to_string(layer.kind));
-          inputs.push_back(input_shapes(network, layer));
-          outputs.push_back(to_string(network.tensors[static_cast<std::size_t>(layer.output)]));
-          kernel.push_back(layer.kernel);
-          stride.push_back(layer.stride);
-          padding.push_back(layer.padding);
-          params.push_back(layer.params);
-          macs.push_back(layer.macs);
-          in_place.push_back(layer.in_place);
-        }
         py::dict columns;
-        columns["layer"] = names;
-        columns["kind"] = kinds;
-        columns["input_shape"] = inputs;
-        columns["output_shape"] = outputs;
-        columns["kernel"] = kernel;
-        columns["stride"] = stride;
-        columns["padding"] = padding;
-        columns["params"] = params;
-        columns["macs"] = macs;
-        columns["in_place"] = in_place;
+        for (const Layer& layer : network.layers) {
+          for_each_layer_column(network, layer, [&](std::string_view name, const auto& value) {
+            const py::str column(std::string{name});
+            if (!columns.contains(column)) columns[column] = py::list();
+            columns[column].cast<py::list>().append(value());
+          });
+        }
         return columns;
       },
       py::arg("key"));

@@ -221,4 +221,84 @@ inline constexpr std::array<ScalarFeature, 7> kScalarFeatures = {{
 /// The value of a scalar feature by its name ("params", "macs", ...); nullopt if unknown.
 std::optional<double> feature_value(const Features& features, std::string_view name);
 
+/// Past this many grid points, a space with constraints is not walked to count its points
+/// (count_points' `max_walk` where carb counts a space: `carb space count`, the Python module).
+inline constexpr std::uint64_t kCountWalkLimit = 1'000'000'000;
+
+/// The column of a feature row holding the count of layers of `kind`: "conv_layers", ...
+std::string_view layer_count_column(LayerKind kind);
+
+/// Which columns for_each_feature_column visits.
+struct FeatureColumnOptions {
+  bool text = true;      ///< the text columns: key, stage_blocks, stage_widths
+  bool features = true;  ///< the analytic features; false: the key and the knobs only
+  const RooflineDevice* roofline = nullptr;  ///< adds roofline_ms on this device
+};
+
+/// The one definition of a configuration's feature row: the columns `carb space features`,
+/// `space list` (knobs only) and `space show` print and the Python module's frames and arrays
+/// hold, in order: key, block, depth, width, early_downsample, resolution, batch, precision,
+/// the kScalarFeatures, stage_blocks, stage_widths, classes, widest_channels, kernel_launches,
+/// a count per layer kind (layer_count_column) and roofline_ms. Calls `column(name, value)` for
+/// each, where `value()` computes the cell: std::string (text), BlockType, Precision, int,
+/// std::int64_t, double or bool. Nothing is computed unless `value` is called, so a visitor
+/// learns the names and types from any configuration (a default one) without one at hand.
+template <typename Column>
+void for_each_feature_column(const Config& config, const Features& features,
+                             const FeatureColumnOptions& options, Column&& column) {
+  if (options.text) column(std::string_view("key"), [&] { return to_key(config); });
+  column(std::string_view("block"), [&] { return config.block; });
+  column(std::string_view("depth"), [&] { return config.depth(); });
+  column(std::string_view("width"), [&] { return config.width_multiplier; });
+  column(std::string_view("early_downsample"), [&] { return config.early_downsample; });
+  column(std::string_view("resolution"), [&] { return config.resolution; });
+  column(std::string_view("batch"), [&] { return config.batch; });
+  column(std::string_view("precision"), [&] { return config.precision; });
+  if (!options.features) return;
+  for (const ScalarFeature& feature : kScalarFeatures) {
+    if (feature.integer != nullptr) {
+      column(feature.name, [&] { return features.*feature.integer; });
+    } else {
+      column(feature.name, [&] { return features.*feature.real; });
+    }
+  }
+  if (options.text) {
+    column(std::string_view("stage_blocks"), [&] { return dotted_list(config.stage_blocks); });
+    column(std::string_view("stage_widths"), [&] { return dotted_list(config.stage_widths); });
+  }
+  column(std::string_view("classes"), [&] { return config.classes; });
+  column(std::string_view("widest_channels"), [&] { return features.widest_channels; });
+  column(std::string_view("kernel_launches"), [&] { return features.kernel_launches; });
+  for (std::size_t kind = 0; kind < features.layer_counts.by_kind.size(); ++kind) {
+    column(layer_count_column(static_cast<LayerKind>(kind)),
+           [&] { return features.layer_counts.by_kind[kind]; });
+  }
+  if (options.roofline != nullptr) {
+    column(std::string_view("roofline_ms"),
+           [&] { return roofline_ms(build_network(config), *options.roofline); });
+  }
+}
+
+/// The names of for_each_feature_column's columns with `options`, in order.
+std::vector<std::string> feature_column_names(const FeatureColumnOptions& options);
+
+/// The one definition of a layer's row in `carb space show --layers` and the Python module's
+/// `layers()`: layer (torchvision's name), kind, input_shape, output_shape, kernel, stride,
+/// padding, params, macs, in_place. Calls `column(name, value)` as for_each_feature_column
+/// does: `value()` gives std::string, int, std::int64_t or bool.
+template <typename Column>
+void for_each_layer_column(const Network& network, const Layer& layer, Column&& column) {
+  column(std::string_view("layer"), [&] { return layer_name(layer); });
+  column(std::string_view("kind"), [&] { return std::string(to_string(layer.kind)); });
+  column(std::string_view("input_shape"), [&] { return input_shapes(network, layer); });
+  column(std::string_view("output_shape"),
+         [&] { return to_string(network.tensors[static_cast<std::size_t>(layer.output)]); });
+  column(std::string_view("kernel"), [&] { return layer.kernel; });
+  column(std::string_view("stride"), [&] { return layer.stride; });
+  column(std::string_view("padding"), [&] { return layer.padding; });
+  column(std::string_view("params"), [&] { return layer.params; });
+  column(std::string_view("macs"), [&] { return layer.macs; });
+  column(std::string_view("in_place"), [&] { return layer.in_place; });
+}
+
 }  // namespace carb

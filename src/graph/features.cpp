@@ -260,6 +260,25 @@ std::optional<double> feature_value(const Features& features, std::string_view n
   return std::nullopt;
 }
 
+std::string_view layer_count_column(LayerKind kind) {
+  static const std::array<std::string, kLayerKindCount> columns = [] {
+    std::array<std::string, kLayerKindCount> names;
+    for (int k = 0; k < kLayerKindCount; ++k) {
+      names[static_cast<std::size_t>(k)] =
+          std::string(to_string(static_cast<LayerKind>(k))) + "_layers";
+    }
+    return names;
+  }();
+  return columns.at(static_cast<std::size_t>(kind));
+}
+
+std::vector<std::string> feature_column_names(const FeatureColumnOptions& options) {
+  std::vector<std::string> names;
+  for_each_feature_column(Config{}, Features{}, options,
+                          [&](std::string_view name, const auto&) { names.emplace_back(name); });
+  return names;
+}
+
 // Profiles per (architecture, resolution) pair: a dense table when the space has few enough
 // pairs, otherwise a hash map that is cleared when it grows past its cap (bounded memory).
 struct SpaceFeatures::Cache {
