@@ -53,6 +53,12 @@ py::array_t<T> new_array(std::size_t n) {
 /// the first key that does not parse.
 std::vector<Config> configs_of_keys(const std::vector<std::string>& keys);
 
+/// A target's predictions as three numpy columns, target.column() and its "_low" and "_high",
+/// NaN where the model cannot predict it: of the rows `rows` in that order, or of every row.
+void add_interval_columns(py::dict& columns, const TargetInfo& target,
+                          const std::vector<TargetPrediction>& predictions,
+                          const std::vector<std::size_t>* rows = nullptr);
+
 /// Runs `work` with the GIL released.
 template <typename F>
 auto without_gil(F&& work) {

@@ -24,25 +24,10 @@ void add_prediction_columns(const Predictor& model, const Predictions& predictio
   py::dict unavailable;
   for (std::size_t t = 0; t < model.targets().size(); ++t) {
     const TargetInfo& target = model.targets()[t];
-    const std::string name = target.name + (target.unit.empty() ? "" : "_" + target.unit);
-    auto value = new_array<double>(n);
-    auto low = new_array<double>(n);
-    auto high = new_array<double>(n);
-    double* v = value.mutable_data();
-    double* l = low.mutable_data();
-    double* h = high.mutable_data();
-    for (std::size_t i = 0; i < n; ++i) {
-      const TargetPrediction& p = predictions[t][i];
-      v[i] = p.available ? p.value : kNan;
-      l[i] = p.available ? p.low : kNan;
-      h[i] = p.available ? p.high : kNan;
-    }
     if (n > 0 && !predictions[t][0].available) {
       unavailable[py::str(target.name)] = predictions[t][0].reason;
     }
-    columns[py::str(name)] = value;
-    columns[py::str(name + "_low")] = low;
-    columns[py::str(name + "_high")] = high;
+    add_interval_columns(columns, target, predictions[t]);
   }
   columns["unavailable"] = unavailable;
 }

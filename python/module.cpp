@@ -1,6 +1,8 @@
 // The compiled part of `import carb`: errors as Python exceptions, and the parts' names.
 #include "binding.hpp"
 
+#include <limits>
+
 #include "carb/error.hpp"
 #include "carb/version.hpp"
 
@@ -11,6 +13,29 @@ std::vector<Config> configs_of_keys(const std::vector<std::string>& keys) {
   configs.reserve(keys.size());
   for (const std::string& key : keys) configs.push_back(parse_key(key));
   return configs;
+}
+
+void add_interval_columns(py::dict& columns, const TargetInfo& target,
+                          const std::vector<TargetPrediction>& predictions,
+                          const std::vector<std::size_t>* rows) {
+  constexpr double kNan = std::numeric_limits<double>::quiet_NaN();
+  const std::size_t n = rows != nullptr ? rows->size() : predictions.size();
+  auto value = new_array<double>(n);
+  auto low = new_array<double>(n);
+  auto high = new_array<double>(n);
+  double* v = value.mutable_data();
+  double* l = low.mutable_data();
+  double* h = high.mutable_data();
+  for (std::size_t r = 0; r < n; ++r) {
+    const TargetPrediction& p = predictions[rows != nullptr ? (*rows)[r] : r];
+    v[r] = p.available ? p.value : kNan;
+    l[r] = p.available ? p.low : kNan;
+    h[r] = p.available ? p.high : kNan;
+  }
+  const std::string name = target.column();
+  columns[py::str(name)] = value;
+  columns[py::str(name + "_low")] = low;
+  columns[py::str(name + "_high")] = high;
 }
 
 void bind_errors(py::module_& m) {

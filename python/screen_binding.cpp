@@ -66,20 +66,7 @@ py::dict pool_columns(const ScreenResult& result, const std::vector<std::size_t>
   columns["p_feasible"] = probability;
   columns["feasible"] = feasible;
   for (std::size_t t = 0; t < result.targets.size(); ++t) {
-    const TargetInfo& target = result.targets[t];
-    const std::string name = target.name + "_" + target.unit;
-    auto v = new_array<double>(n);
-    auto low = new_array<double>(n);
-    auto high = new_array<double>(n);
-    for (std::size_t r = 0; r < n; ++r) {
-      const TargetPrediction& p = result.predictions[t][rows[r]];
-      v.mutable_data()[r] = p.available ? p.value : kNan;
-      low.mutable_data()[r] = p.available ? p.low : kNan;
-      high.mutable_data()[r] = p.available ? p.high : kNan;
-    }
-    columns[py::str(name)] = v;
-    columns[py::str(name + "_low")] = low;
-    columns[py::str(name + "_high")] = high;
+    add_interval_columns(columns, result.targets[t], result.predictions[t], &rows);
   }
   columns["inside_domain"] = inside;
   if (!result.measured.empty()) columns["measured"] = measured;

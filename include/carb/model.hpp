@@ -34,6 +34,9 @@ struct TargetInfo {
   std::string name;    ///< "memory", "energy", "latency", or a table's own name
   std::string unit;    ///< "B", "J", "ms", or "" for a table column
   std::string source;  ///< store field (e.g. "engine_peak_bytes") or table column
+  /// The column of its predictions in a table of them: "latency_ms", or the name alone for a
+  /// target without a unit; its interval's are column() + "_low" and "_high".
+  std::string column() const { return unit.empty() ? name : name + "_" + unit; }
 };
 
 /// Whether latencies are divided by the device's drift (docs/model.md, "Drift correction").

@@ -395,10 +395,7 @@ void run_predict(const PredictCommand& command) {
   }
   std::vector<std::string> columns = {"key"};
   for (const TargetInfo& target : predictor.targets()) {
-    const std::string suffix = target.unit.empty() ? "" : "_" + target.unit;
-    for (const char* part : {"", "_low", "_high"}) {
-      columns.push_back(target.name + suffix + part);
-    }
+    for (const char* part : {"", "_low", "_high"}) columns.push_back(target.column() + part);
   }
   auto writer = make_row_writer(format, columns, std::cout);
   for (std::size_t i = 0; i < ids.size(); ++i) {

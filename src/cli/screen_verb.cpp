@@ -135,7 +135,7 @@ void report_screen(const ScreenCommand& command, const ScreenSetup& setup,
   for (std::size_t t = 0; t < result.targets.size(); ++t) {
     if (predictions.empty() || pool.empty() || !predictions[t][0].available) continue;
     shown_targets.push_back(t);
-    const std::string name = result.targets[t].name + "_" + result.targets[t].unit;
+    const std::string name = result.targets[t].column();
     columns.insert(columns.end(), {name, name + "_low", name + "_high"});
   }
   const bool show_domain = result.domain_policy != DomainPolicy::kExclude;
