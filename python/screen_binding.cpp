@@ -4,6 +4,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <utility>
 
 #include "binding.hpp"
 #include "carb/error.hpp"
@@ -14,31 +15,6 @@ namespace carb::python {
 namespace {
 
 constexpr double kNan = std::numeric_limits<double>::quiet_NaN();
-
-// The value to maximise: an analytic capacity by name, a value file's column, or values given
-// by key (a mapping, recorded as from `origin`).
-std::optional<ValueObjective> value_of(
-    const std::optional<std::string>& maximize,
-    const std::optional<std::pair<std::string, std::string>>& file,
-    const std::optional<std::map<std::string, double>>& values, const std::string& values_name) {
-  if (file) return read_value_file(file->first, file->second);
-  if (values) {
-    ValueObjective value;
-    value.name = values_name;
-    value.file = "values given by key";
-    for (const auto& [key, number] : *values) value.values.emplace(key, number);
-    return value;
-  }
-  if (!maximize) return std::nullopt;
-  auto value = analytic_value(*maximize);
-  if (!value) {
-    std::string names;
-    for (std::string_view name : kAnalyticValues) names += std::string(name) + ", ";
-    throw Error(ErrorCategory::kUsage,
-                "maximize '" + *maximize + "': expected " + names + "or None", "maximize");
-  }
-  return value;
-}
 
 // Columns of the pool members `rows` (pool indices) in that order: key, value, the probability
 // of meeting every budget, each predicted target with its interval, and the domain.
@@ -87,40 +63,34 @@ py::dict counts_dict(const ScreenCounts& counts) {
 }  // namespace
 
 void bind_screen(py::module_& m) {
+  py::class_<ScreenOptions>(m, "ScreenOptions")
+      .def(py::init<>())
+      .def_readwrite("budget", &ScreenOptions::budget)
+      .def_readwrite("objectives", &ScreenOptions::objectives)
+      .def_readwrite("maximize", &ScreenOptions::maximize)
+      .def_readwrite("value", &ScreenOptions::value)
+      .def_readwrite("rank", &ScreenOptions::rank)
+      .def_readwrite("outside_domain", &ScreenOptions::outside_domain)
+      .def_readwrite("keep", &ScreenOptions::keep)
+      .def_readwrite("keep_fraction", &ScreenOptions::keep_fraction)
+      .def_readwrite("safe", &ScreenOptions::safe);
+
   m.def(
       "screen",
       [](const Predictor& model, const Predictor* stage1, SpaceHandle* space,
-         const std::optional<std::vector<std::string>>& keys, const std::string& budget,
-         const std::string& objectives, const std::optional<std::string>& maximize,
-         const std::optional<std::pair<std::string, std::string>>& value_file,
-         const std::optional<std::map<std::string, double>>& values, const std::string& values_name,
-         std::size_t keep, double keep_fraction, bool safe, const std::optional<std::string>& rank,
-         const std::string& outside_domain) {
-        ScreenRequest request;
-        if (rank) {
-          request.rank = parse_rank_method(*rank);
-          if (!request.rank) {
-            throw Error(ErrorCategory::kUsage,
-                        "rank '" + *rank + "': expected ideal, knee or value", "rank");
-          }
+         const std::optional<std::vector<std::string>>& keys, const ScreenOptions& options,
+         const std::optional<std::map<std::string, double>>& values,
+         const std::string& values_name) {
+        ScreenOptions given = options;
+        if (values) {
+          ValueObjective held;
+          held.name = values_name;
+          held.file = "values given by key";
+          for (const auto& [key, number] : *values) held.values.emplace(key, number);
+          given.values = std::move(held);
         }
-        const auto policy = parse_domain_policy(outside_domain);
-        if (!policy) {
-          throw Error(ErrorCategory::kUsage,
-                      "outside_domain '" + outside_domain + "': expected exclude, widen or allow",
-                      "outside_domain");
-        }
-        request.domain = *policy;
-        request.value = value_of(maximize, value_file, values, values_name);
-        if (request.rank == RankMethod::kValue && !request.value) {
-          throw Error(ErrorCategory::kUsage, "rank value needs a value to maximise", "rank");
-        }
-        if (!budget.empty()) request.budgets = parse_budgets(budget, "budget");
-        if (!objectives.empty()) request.costs = parse_objectives(objectives, "objectives");
-        request.keep = keep;
-        request.keep_fraction = keep_fraction;
-        request.safe = safe;
-        check_request(model, stage1, request);
+        const ScreenRequest request =
+            without_gil([&] { return screen_request(given, model, stage1); });
         CandidateSet candidates;
         if (keys) {
           candidates.configs = configs_of_keys(*keys);
@@ -154,11 +124,8 @@ void bind_screen(py::module_& m) {
                         py::arg("json") = screen_result_json(result, model.feature_names()).dump());
       },
       py::arg("model"), py::arg("stage1").none(true), py::arg("space").none(true),
-      py::arg("keys").none(true), py::arg("budget"), py::arg("objectives"),
-      py::arg("maximize").none(true), py::arg("value_file").none(true),
-      py::arg("values").none(true), py::arg("values_name"), py::arg("keep"),
-      py::arg("keep_fraction"), py::arg("safe"), py::arg("rank").none(true),
-      py::arg("outside_domain"));
+      py::arg("keys").none(true), py::arg("options"), py::arg("values").none(true),
+      py::arg("values_name"));
 }
 
 }  // namespace carb::python

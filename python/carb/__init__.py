@@ -510,23 +510,17 @@ def fit(data: Any = None, *, db: Optional[PathLike] = None, device: str = "",
 
 
 def _value_objective(value: Any) -> Dict[str, Any]:
-    """screen's value= as the binding takes it: a file's column, or values by key."""
-    if value is None:
-        return dict(value_file=None, values=None, values_name="value")
-    if isinstance(value, str):
-        file, _, column = value.rpartition(":")
-        if not file or not column:
-            raise _input_error(f"value takes FILE:COLUMN, e.g. accuracy.csv:top1 (got '{value}')",
-                               "value")
-        return dict(value_file=(file, column), values=None, values_name=column)
+    """screen's value= as the binding takes it: a file's column (``"FILE:COLUMN"``, carb reads
+    and checks it), or values by key."""
+    if value is None or isinstance(value, str):
+        return dict(value=value or "", values=None, values_name="value")
     if isinstance(value, tuple) and len(value) == 2:
-        return dict(value_file=(_os.fspath(value[0]), str(value[1])), values=None,
-                    values_name=str(value[1]))
+        return dict(value=f"{_os.fspath(value[0])}:{value[1]}", values=None, values_name="value")
     if isinstance(value, pd.Series):
-        return dict(value_file=None, values={str(k): float(v) for k, v in value.items()},
+        return dict(value="", values={str(k): float(v) for k, v in value.items()},
                     values_name=str(value.name) if value.name is not None else "value")
     if isinstance(value, Mapping):
-        return dict(value_file=None, values={str(k): float(v) for k, v in value.items()},
+        return dict(value="", values={str(k): float(v) for k, v in value.items()},
                     values_name="value")
     raise _input_error("value takes 'FILE:COLUMN', (file, column), a Series or a dict by key",
                        "value")
@@ -544,13 +538,11 @@ def screen(model: Model, candidates: Any, *, budget: Optional[str] = None,
     ``candidates``: a :class:`Space` (every point, or a ``sample``) or keys. ``budget`` as
     ``"latency<=2ms,memory<=32MiB"``; the value to maximise: ``maximize`` (macs, flops, params,
     depth, width or None) or ``value`` (``"file.csv:column"``, ``(file, column)``, or a Series or
-    dict of values by configuration or network key). Returns the ranked front, best first
-    (``rank``, ``key``, ``value_NAME``, ``p_feasible``, each cost with its interval,
-    ``inside_domain``); ``attrs`` hold the counts (``counts``) and the whole result as JSON
-    (``screening``, what :func:`report` draws). ``json`` writes that file as ``carb screen
-    --json`` does. ``all_candidates=True`` also returns every candidate stage 2 scored."""
-    if value is not None and maximize not in (None, "macs"):
-        raise _input_error("give maximize or value, not both")
+    dict of values by configuration or network key; not with another ``maximize``). Returns the
+    ranked front, best first (``rank``, ``key``, ``value_NAME``, ``p_feasible``, each cost with
+    its interval, ``inside_domain``); ``attrs`` hold the counts (``counts``) and the whole result
+    as JSON (``screening``, what :func:`report` draws). ``json`` writes that file as ``carb
+    screen --json`` does. ``all_candidates=True`` also returns every candidate stage 2 scored."""
     space = candidates if isinstance(candidates, Space) else None
     keys = None
     if space is not None and sample is not None:
@@ -559,11 +551,15 @@ def screen(model: Model, candidates: Any, *, budget: Optional[str] = None,
         keys = _keys_of(candidates)
         if keys is None:
             raise _input_error("screen takes a Space or configuration keys")
-    result = _carb.screen(
-        model._handle, None if stage1_model is None else stage1_model._handle,
-        None if space is None else space._handle, keys, budget or "", objectives or "",
-        None if value is not None else maximize, keep=keep, keep_fraction=keep_fraction,
-        safe=safe, rank=rank, outside_domain=outside_domain, **_value_objective(value))
+    given = _value_objective(value)
+    options = _carb.ScreenOptions()
+    options.budget, options.objectives = budget or "", objectives or ""
+    options.maximize = ("none" if value is None else "macs") if maximize is None else maximize
+    options.value, options.rank, options.outside_domain = given["value"], rank or "", outside_domain
+    options.keep, options.keep_fraction, options.safe = keep, keep_fraction, safe
+    result = _carb.screen(model._handle, None if stage1_model is None else stage1_model._handle,
+                          None if space is None else space._handle, keys, options,
+                          given["values"], given["values_name"])
     shortlist = pd.DataFrame(result["shortlist"])
     shortlist.insert(0, "rank", np.arange(1, len(shortlist) + 1))
     shortlist = shortlist.drop(columns=["feasible"])

@@ -107,11 +107,21 @@ def fit_table(header: Sequence[str], rows: Sequence[Sequence[str]], path: str,
               batch_column: str,
               options: FitOptions) -> Tuple[Model, Dict[str, Any], Dict[str, Any]]: ...
 
+class ScreenOptions:
+    budget: str
+    objectives: str
+    maximize: str
+    value: str
+    rank: str
+    outside_domain: str
+    keep: int
+    keep_fraction: float
+    safe: bool
+    def __init__(self) -> None: ...
+
 def screen(model: Model, stage1: Optional[Model], space: Optional[Space],
-           keys: Optional[Sequence[str]], budget: str, objectives: str, maximize: Optional[str],
-           value_file: Optional[Tuple[str, str]], values: Optional[Mapping[str, float]],
-           values_name: str, keep: int, keep_fraction: float, safe: bool, rank: Optional[str],
-           outside_domain: str) -> Dict[str, Any]: ...
+           keys: Optional[Sequence[str]], options: ScreenOptions,
+           values: Optional[Mapping[str, float]], values_name: str) -> Dict[str, Any]: ...
 
 def measurements(db: str, ok_only: bool = ...) -> Tuple[List[str], List[str], List[Any]]: ...
 def devices() -> List[Dict[str, Any]]: ...

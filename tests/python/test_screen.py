@@ -75,11 +75,48 @@ def test_screen_errors_name_the_parameter_where_the_command_line_names_the_flag(
     with pytest.raises(carb.InputError) as raised:
         carb.screen(model, space, budget="latency<=1us")
     assert str(raised.value) == message
-    with pytest.raises(carb.InputError) as raised:
-        carb.screen(model, space, maximize="speed")
-    assert raised.value.subject == "maximize"
-    with pytest.raises(carb.InputError) as raised:
-        carb.screen(model, space, outside_domain="ignore")
-    assert raised.value.subject == "outside_domain"
-    with pytest.raises(carb.InputError, match="not both"):
+    # The options screen_request reads: the same line, the flag in the parameter's place.
+    for flag, argument, parameter in (("--maximize", "speed", "maximize"),
+                                      ("--outside-domain", "ignore", "outside_domain"),
+                                      ("--rank", "best", "rank"),
+                                      ("--keep", "0", "keep"),
+                                      ("--value", "accuracy.csv", "value")):
+        message, code = cli_error("screen", "--model", cli_model, "--spec",
+                                  SPACES / "cpu-demo.yaml", flag, argument)
+        with pytest.raises(carb.InputError) as raised:
+            carb.screen(model, space, **{parameter: int(argument) if parameter == "keep"
+                                         else argument})
+        assert raised.value.subject == parameter and code == 2
+        assert message == flag + str(raised.value)[len(parameter):], message
+    with pytest.raises(carb.InputError, match="not both") as raised:
         carb.screen(model, space, maximize="params", value={"x": 1.0})
+    assert raised.value.subject == "maximize"
+
+
+def test_a_value_file_is_carb_screens_value(cli_model, tmp_path):
+    """value="FILE:COLUMN" reads the file as `carb screen --value` does: the same shortlist."""
+    model = carb.load_model(cli_model)
+    space = carb.load_space(SPACES / "cpu-demo.yaml")
+    keys = space.keys(space.sample(300, seed=9))
+    networks = sorted({key.rsplit("_", 2)[0] for key in keys})
+    accuracy = pd.DataFrame({"key": networks,
+                             "top1": np.linspace(0.5, 0.8, len(networks)).round(4)})
+    accuracy.to_csv(tmp_path / "accuracy.csv", index=False)
+    (tmp_path / "keys.txt").write_text("".join(key + "\n" for key in keys))
+    rows = cli_json("screen", "--model", cli_model, "--keys", tmp_path / "keys.txt", "--budget",
+                    "latency<=20ms", "--value", f"{tmp_path / 'accuracy.csv'}:top1", "--top",
+                    100000, "--format", "json")
+    for value in (f"{tmp_path / 'accuracy.csv'}:top1", (tmp_path / "accuracy.csv", "top1")):
+        shortlist = carb.screen(model, keys, budget="latency<=20ms", value=value)
+        assert shortlist["key"].tolist() == [row["key"] for row in rows]
+        assert shortlist["value_top1"].tolist() == [row["value_top1"] for row in rows]
+    # The same values as a Series: the same front.
+    by_key = accuracy.set_index("key")["top1"]
+    assert carb.screen(model, keys, budget="latency<=20ms",
+                       value=by_key)["key"].tolist() == [row["key"] for row in rows]
+    # A file's error is the command line's.
+    message, _ = cli_error("screen", "--model", cli_model, "--keys", tmp_path / "keys.txt",
+                           "--value", f"{tmp_path / 'accuracy.csv'}:top5")
+    with pytest.raises(carb.InputError) as raised:
+        carb.screen(model, keys, value=f"{tmp_path / 'accuracy.csv'}:top5")
+    assert str(raised.value) == message
