@@ -298,6 +298,11 @@ class Model:
         return self._handle.coverage
 
     @property
+    def transferred(self) -> bool:
+        """Whether it was transferred from another device's model (``carb fit --from``)."""
+        return self._handle.transferred
+
+    @property
     def drift(self) -> Dict[str, Any]:
         """The drift correction its latencies were fitted with (``applied``, probe, reference)."""
         return self._handle.drift

@@ -157,6 +157,7 @@ def test_a_models_properties_are_its_files(cli_model):
     assert [t["name"] for t in model.targets] == ["memory", "energy", "latency"]
     assert [t["unit"] for t in model.targets] == ["B", "J", "ms"]
     assert model.coverage == 0.9
+    assert model.transferred is False and "transfer" not in saved
     assert model.drift["applied"] is False
     assert model.instances == saved["device"]["instances"]
     assert model.device_fingerprint == saved["device"]["fingerprint"]
