@@ -13,7 +13,7 @@ import pytest
 
 import carb
 from carb import _carb
-from conftest import QUICK_FIT, SOURCE
+from conftest import CARB, QUICK_FIT, SOURCE
 
 
 def stub_names(path):
@@ -51,6 +51,17 @@ def test_the_stubs_name_exactly_what_the_compiled_module_has():
             assert value.__annotations__.get("return") is not None, name
     assert (Path(carb.__file__).parent / "py.typed").exists()
     assert (Path(carb.__file__).parent / "_carb.pyi").exists()
+
+
+def test_the_version_and_constants_are_the_builds(reference_db):
+    version = subprocess.run([CARB, "--version"], capture_output=True, text=True).stdout
+    assert version.strip() == f"carb {carb.__version__} ({carb.git_commit})"
+    assert carb.BLOCKS == ("basic", "bottleneck")
+    assert carb.PRECISIONS == ("fp32", "fp16", "bf16")
+    assert carb.features(carb.DEFAULT_DRIFT_PROBE)["key"][0] == carb.DEFAULT_DRIFT_PROBE
+    assert set(carb.__all__) <= set(dir(carb))
+    space = carb.load_space(SOURCE / "examples" / "spaces" / "paper.yaml")
+    assert repr(space) == "<carb.Space paper: 17280 grid points>"
 
 
 def test_errors_are_value_and_runtime_errors(reference_db):

@@ -86,6 +86,71 @@ def test_profile_errors_are_the_command_lines(tmp_path, monkeypatch):
         carb.profile(tmp_path / "x.sqlite", [TINY[0]], **QUICK)
 
 
+class StandInBar:
+    """Records what the progress bar is told (tqdm's calls that Progress makes)."""
+
+    made = []
+
+    def __init__(self, total, desc, unit):
+        self.total, self.desc, self.unit, self.n = total, desc, unit, 0
+        self.postfix, self.refreshed, self.closed = None, 0, False
+        StandInBar.made.append(self)
+
+    def set_postfix_str(self, text, refresh=True):
+        self.postfix = text
+
+    def refresh(self):
+        self.refreshed += 1
+
+    def close(self):
+        self.closed = True
+
+
+def states(total):
+    for finished in range(1, total + 1):
+        yield {"total": total, "finished": finished, "by_status": {"ok": finished},
+               "last_key": TINY[0], "text": f"[{finished}/{total}] {TINY[0]} ok"}
+
+
+def test_the_progress_bar_is_tqdms_which_picks_the_notebooks_widget(monkeypatch):
+    from tqdm.auto import tqdm as auto
+    from carb import _progress
+    # tqdm.auto: the notebook's widget in a Jupyter kernel with ipywidgets, else the text bar
+    # (on stderr, which a terminal and a notebook both show).
+    assert _progress._tqdm is auto
+    monkeypatch.setattr(_progress, "_tqdm", StandInBar)
+    StandInBar.made.clear()
+    bar = _progress.Progress(True, "carb profile keys")
+    for state in states(3):
+        bar(state)
+    [made] = StandInBar.made
+    assert (made.total, made.desc, made.unit) == (3, "carb profile keys", "config")
+    assert made.n == 3 and made.postfix == "ok 3" and made.refreshed == 3
+    bar.close()
+    assert made.closed
+    quiet = _progress.Progress(False, "carb profile keys")
+    for state in states(2):
+        quiet(state)
+    quiet.close()
+    assert len(StandInBar.made) == 1
+
+
+@pytest.mark.parametrize("terminal", [True, False])
+def test_without_tqdm_carbs_progress_line_shows(monkeypatch, capsys, terminal):
+    from carb import _progress
+    monkeypatch.setattr(_progress, "_tqdm", None)
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: terminal)
+    bar = _progress.Progress(True, "carb profile keys")
+    for state in states(60):
+        bar(state)
+    bar.close()
+    err = capsys.readouterr().err
+    if terminal:  # one line, rewritten in place
+        assert err.count("\r\033[K") == 60 and err.endswith(f"[60/60] {TINY[0]} ok\n")
+    else:  # every 50th and the last, a line each
+        assert err.splitlines() == [f"[50/60] {TINY[0]} ok", f"[60/60] {TINY[0]} ok"]
+
+
 CAMPAIGN = """
 import json, sys
 import carb
