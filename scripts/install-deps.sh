@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Installs what carb needs to build and test: Debian packages (libtorch-dev for the PyTorch
-# backend, docs/torch.md, and libonnx-dev for ONNX import, docs/onnx.md, among them), and the
-# pinned Vega-Lite scripts the HTML report inlines (third_party/vega, from the npm registry through its lockfile).
+# backend, docs/torch.md; libonnx-dev for ONNX import and python3-torch and python3-torchvision
+# for the torchvision models its tests export, docs/onnx.md; pybind11, numpy, pandas, pytest,
+# matplotlib and tqdm for the Python module, docs/python.md, among them), and the pinned
+# Vega-Lite scripts the HTML report inlines (third_party/vega, from the npm registry through its
+# lockfile).
 # Idempotent: packages already present are left alone, apt-get is skipped entirely when nothing
 # is missing, and npm runs only when the lockfile changed since the last install.
 set -euo pipefail
@@ -17,7 +20,9 @@ packages=(
   clang libclang-rt-dev clang-tidy
   libopenmpi-dev openmpi-bin
   libtorch-dev
-  libonnx-dev libprotobuf-dev
+  libonnx-dev libprotobuf-dev python3-torch python3-torchvision
+  pybind11-dev python3-pybind11 python3-dev python3-numpy python3-pandas python3-pytest
+  python3-matplotlib python3-tqdm
 )
 # Node.js with npm fetches the report's scripts; any installed node and npm will do (e.g.
 # NodeSource's nodejs, which bundles npm and conflicts with Debian's npm package).

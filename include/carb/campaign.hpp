@@ -2,6 +2,7 @@
 // one worker process per configuration, resumable, shardable and safe to run concurrently.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -59,6 +60,11 @@ struct CampaignOptions {
   /// machine's slow spells fall on different configurations in each (Protocol::round);
   /// carb fit takes the median of a configuration's rounds. Not under MPI.
   int rounds = 1;
+  /// Asked before each configuration and while one is measured (WorkerProcess::measure): when
+  /// it returns true the campaign stops there. The measurement in flight is abandoned (its
+  /// worker killed, its claim released, nothing stored), every finished one is stored, and the
+  /// summary says stopped; a later run resumes. Empty: never stops early. Not under MPI.
+  std::function<bool()> stop;
 };
 
 /// The default drift probe: a small network at batch 1, so a probe is short.
@@ -106,6 +112,9 @@ struct CampaignSummary {
   std::vector<double> probe_ms;  ///< the ok, uncontended probes' median latencies, in order
   double probe_s = 0;            ///< wall time the probes took, workers included
   std::string probe_failure;     ///< the first failed probe's status and detail
+  /// CampaignOptions::stop stopped the run: configurations were left unmeasured (not counted
+  /// in not_started), a later run measures them.
+  bool stopped = false;
 };
 
 /// Measures `configs` (in order) on one device into the database at options.db_path: skips keys
@@ -127,6 +136,19 @@ std::string device_fingerprint_of(const std::string& device);
 /// carb::Error (usage) when carb was built without MPI (CARB_MPI) or runs as one rank.
 CampaignSummary run_mpi_campaign(const std::vector<Config>& configs, const CampaignOptions& options,
                                  const std::function<void(const CampaignProgress&)>& progress);
+
+/// How long a claim of a campaign measuring under `protocol` holds before another process may
+/// take it over (ResumePolicy::claim_timeout): twice the worker timeout plus a minute, longer
+/// than one measurement can take.
+std::chrono::seconds claim_timeout_for(const Protocol& protocol);
+
+/// A duration for people: "1h2m3s", "4m0s", "7s" (rounded to the second).
+std::string duration_text(double seconds);
+
+/// A campaign's progress in one line: "[12/40] 31/min, ETA 54s, ok 12  KEY" (configurations
+/// finished of those to measure, the rate, the time left at that rate, the outcomes so far by
+/// status, the last configuration).
+std::string progress_text(const CampaignProgress& progress);
 
 /// Parses a duration such as "90", "90s", "30m", "2h" or "1h30m" into seconds; throws
 /// carb::Error (usage) on bad text.

@@ -82,6 +82,9 @@ struct Layer {
   int input_count() const { return static_cast<int>(inputs.size()); }
 };
 
+/// "NxCxHxW", e.g. "1x64x56x56".
+std::string to_string(const Shape& shape);
+
 /// A layer's name: torchvision's module path of a ResNet layer (e.g. "layer2.0.downsample.0",
 /// "fc"), an imported layer's own name.
 std::string layer_name(const Layer& layer);
@@ -134,6 +137,8 @@ Config imported_config(const Architecture& architecture, int resolution, int bat
 /// an invalid ResNet, an imported architecture not registered, or one whose shapes do not fit
 /// at the configuration's resolution.
 Network build_network(const Config& config);
+/// The shapes of a layer's inputs joined by '+': "1x64x56x56+1x64x56x56" for an add.
+std::string input_shapes(const Network& network, const Layer& layer);
 
 /// Layer counts by kind.
 struct LayerCounts {
@@ -237,6 +242,9 @@ class SpaceFeatures {
 
   /// Features of the point at `index`.
   Features at(std::uint64_t index);
+  /// The configuration of the point at `index` (Space::at's), valid until the next call:
+  /// consecutive points of one architecture and resolution build no new configuration.
+  const Config& config_at(std::uint64_t index);
   /// Empty when the point meets every constraint of the space, else the first one it breaks.
   std::string violated_constraint(std::uint64_t index);
 
@@ -245,6 +253,28 @@ class SpaceFeatures {
   const Space& space_;
   std::unique_ptr<Cache> cache_;
 };
+
+/// How a sample of a space is drawn: uniformly at random (sample_random) or balanced over every
+/// knob (sample_stratified).
+enum class Sampling { kRandom, kStratified };
+std::string_view to_string(Sampling sampling);
+/// "random" or "stratified"; nullopt for any other text.
+std::optional<Sampling> parse_sampling(std::string_view text);
+
+/// The filter that accepts the points of `space` meeting its constraints (features's
+/// violated_constraint), or an empty filter (accept all) when it has none. It refers to both.
+IndexFilter constraint_filter(const Space& space, SpaceFeatures& features);
+
+/// `count` distinct points of `space` that meet its constraints, drawn as `sampling` says, in
+/// draw order; every such point when it has no more.
+std::vector<std::uint64_t> sample_points(const Space& space, SpaceFeatures& features,
+                                         std::uint64_t count, std::uint64_t seed,
+                                         Sampling sampling);
+
+/// The points of `space` that meet its constraints: its size when it has none, else counted by
+/// walking it; nullopt when that walk would check more than `max_walk` grid points.
+std::optional<std::uint64_t> count_points(const Space& space, SpaceFeatures& features,
+                                          std::uint64_t max_walk);
 
 /// A scalar analytic feature: its name, as specs' constraints, `carb export`, `carb space
 /// features` and `carb screen --maximize` spell it, and the member of Features that holds it.
@@ -271,5 +301,104 @@ inline constexpr std::array<ScalarFeature, 7> kScalarFeatures = {{
 
 /// The value of a scalar feature by its name ("params", "macs", ...); nullopt if unknown.
 std::optional<double> feature_value(const Features& features, std::string_view name);
+
+/// Past this many grid points, a space with constraints is not walked to count its points
+/// (count_points' `max_walk` where carb counts a space: `carb space count`, the Python module).
+inline constexpr std::uint64_t kCountWalkLimit = 1'000'000'000;
+
+/// The column of a feature row holding the count of layers of `kind`: "conv_layers", ...
+std::string_view layer_count_column(LayerKind kind);
+
+/// Which columns for_each_feature_column visits.
+struct FeatureColumnOptions {
+  bool text = true;      ///< the text columns: key, stage_blocks, stage_widths
+  bool features = true;  ///< the analytic features; false: the key and the knobs only
+  const RooflineDevice* roofline = nullptr;  ///< adds roofline_ms on this device
+};
+
+/// The name of a configuration's imported architecture (its file's stem), empty for a ResNet.
+std::string architecture_name(const Config& config);
+
+/// The one definition of a configuration's feature row: the columns `carb space features`,
+/// `space list` (knobs only) and `space show` print and the Python module's frames and arrays
+/// hold, in order: key, architecture, block, depth, width, early_downsample, resolution, batch,
+/// precision, the kScalarFeatures, stage_blocks, stage_widths, classes, widest_channels,
+/// kernel_launches, a count per layer kind (layer_count_column) and roofline_ms. Calls
+/// `column(name, value)` for each, where `value()` computes the cell: std::string (text),
+/// BlockType, Precision, int, std::int64_t, double or bool, or std::optional of BlockType, double
+/// or bool for the ResNet knobs an imported architecture does not have (nullopt for it). An
+/// imported architecture's depth is its weighted layers (convs and fc) and its classes its output
+/// channels, as the model's features count them (docs/features.md). Nothing is computed unless
+/// `value` is called, so a visitor learns the names and types from any configuration (a default
+/// one) without one at hand.
+template <typename Column>
+void for_each_feature_column(const Config& config, const Features& features,
+                             const FeatureColumnOptions& options, Column&& column) {
+  const bool resnet = !config.imported();
+  if (options.text) {
+    column(std::string_view("key"), [&] { return to_key(config); });
+    column(std::string_view("architecture"), [&] { return architecture_name(config); });
+  }
+  column(std::string_view("block"),
+         [&] { return resnet ? std::optional<BlockType>(config.block) : std::nullopt; });
+  column(std::string_view("depth"), [&] {
+    return resnet ? config.depth()
+                  : static_cast<int>(features.layer_counts[LayerKind::kConv] +
+                                     features.layer_counts[LayerKind::kFullyConnected]);
+  });
+  column(std::string_view("width"),
+         [&] { return resnet ? std::optional<double>(config.width_multiplier) : std::nullopt; });
+  column(std::string_view("early_downsample"),
+         [&] { return resnet ? std::optional<bool>(config.early_downsample) : std::nullopt; });
+  column(std::string_view("resolution"), [&] { return config.resolution; });
+  column(std::string_view("batch"), [&] { return config.batch; });
+  column(std::string_view("precision"), [&] { return config.precision; });
+  if (!options.features) return;
+  for (const ScalarFeature& feature : kScalarFeatures) {
+    if (feature.integer != nullptr) {
+      column(feature.name, [&] { return features.*feature.integer; });
+    } else {
+      column(feature.name, [&] { return features.*feature.real; });
+    }
+  }
+  if (options.text) {
+    column(std::string_view("stage_blocks"), [&] { return dotted_list(config.stage_blocks); });
+    column(std::string_view("stage_widths"), [&] { return dotted_list(config.stage_widths); });
+  }
+  column(std::string_view("classes"),
+         [&] { return resnet ? config.classes : static_cast<int>(features.output_channels); });
+  column(std::string_view("widest_channels"), [&] { return features.widest_channels; });
+  column(std::string_view("kernel_launches"), [&] { return features.kernel_launches; });
+  for (std::size_t kind = 0; kind < features.layer_counts.by_kind.size(); ++kind) {
+    column(layer_count_column(static_cast<LayerKind>(kind)),
+           [&] { return features.layer_counts.by_kind[kind]; });
+  }
+  if (options.roofline != nullptr) {
+    column(std::string_view("roofline_ms"),
+           [&] { return roofline_ms(build_network(config), *options.roofline); });
+  }
+}
+
+/// The names of for_each_feature_column's columns with `options`, in order.
+std::vector<std::string> feature_column_names(const FeatureColumnOptions& options);
+
+/// The one definition of a layer's row in `carb space show --layers` and the Python module's
+/// `layers()`: layer (torchvision's name), kind, input_shape, output_shape, kernel, stride,
+/// padding, params, macs, in_place. Calls `column(name, value)` as for_each_feature_column
+/// does: `value()` gives std::string, int, std::int64_t or bool.
+template <typename Column>
+void for_each_layer_column(const Network& network, const Layer& layer, Column&& column) {
+  column(std::string_view("layer"), [&] { return layer_name(layer); });
+  column(std::string_view("kind"), [&] { return std::string(to_string(layer.kind)); });
+  column(std::string_view("input_shape"), [&] { return input_shapes(network, layer); });
+  column(std::string_view("output_shape"),
+         [&] { return to_string(network.tensors[static_cast<std::size_t>(layer.output)]); });
+  column(std::string_view("kernel"), [&] { return layer.kernel; });
+  column(std::string_view("stride"), [&] { return layer.stride; });
+  column(std::string_view("padding"), [&] { return layer.padding; });
+  column(std::string_view("params"), [&] { return layer.params; });
+  column(std::string_view("macs"), [&] { return layer.macs; });
+  column(std::string_view("in_place"), [&] { return layer.in_place; });
+}
 
 }  // namespace carb

@@ -5,6 +5,8 @@
 #pragma once
 
 #include <cstdint>
+#include <exception>
+#include <functional>
 #include <optional>
 #include <span>
 #include <string>
@@ -137,6 +139,13 @@ std::unique_ptr<EnergyMeter> open_energy_meter(const DeviceInfo& device);
 /// The NVML monitor of a CUDA device (possibly unavailable, with its reason); nullptr for a CPU.
 std::unique_ptr<GpuMonitor> open_device_monitor(const DeviceInfo& device);
 
+/// What WorkerProcess::measure throws when its `stop` asked it to stop: not a failure of the
+/// configuration, which was not measured.
+class MeasurementStopped : public std::exception {
+ public:
+  const char* what() const noexcept override { return "measurement stopped"; }
+};
+
 /// How to start a worker: an executable and the arguments that put it in worker mode (carb
 /// uses itself: /proc/self/exe with the hidden verb "__worker"; WorkerProcess adds --device).
 struct WorkerCommand {
@@ -156,7 +165,11 @@ class WorkerProcess {
   WorkerProcess(const WorkerProcess&) = delete;
   WorkerProcess& operator=(const WorkerProcess&) = delete;
 
-  Measurement measure(const Config& config, const Protocol& protocol);
+  /// Measures one configuration. `stop_requested`, when given, is asked while the worker
+  /// measures (at least once a second, and whenever a signal interrupts the wait): when it
+  /// returns true, the worker is killed and MeasurementStopped thrown, nothing measured.
+  Measurement measure(const Config& config, const Protocol& protocol,
+                      const std::function<bool()>& stop_requested = {});
 
  private:
   struct Running;

@@ -34,6 +34,9 @@ struct TargetInfo {
   std::string name;    ///< "memory", "energy", "latency", or a table's own name
   std::string unit;    ///< "B", "J", "ms", or "" for a table column
   std::string source;  ///< store field (e.g. "engine_peak_bytes") or table column
+  /// The column of its predictions in a table of them: "latency_ms", or the name alone for a
+  /// target without a unit; its interval's are column() + "_low" and "_high".
+  std::string column() const { return unit.empty() ? name : name + "_" + unit; }
 };
 
 /// Whether latencies are divided by the device's drift (docs/model.md, "Drift correction").
@@ -487,5 +490,27 @@ FeatureRows feature_rows(const std::vector<Config>& configs);
 /// The same for points of a space by index, through the space's feature cache (fast).
 FeatureRows feature_rows(const Space& space, SpaceFeatures& features,
                          const std::vector<std::uint64_t>& indices);
+
+// ---------------------------------------------------------------------------------------------
+// Predicting what a user names (carb predict, the Python module)
+
+/// The most configurations whose memory plan_memory asks the engine for: planning takes about a
+/// millisecond a configuration, worth it for what a user reads, not for a whole space.
+inline constexpr std::size_t kMostPlannedConfigurations = 10000;
+
+/// Replaces the memory predictions of `configs` (Predictor::predict's result for them,
+/// [target][row]) by the engine's own plan (EngineMemoryPlanner) where this machine runs the
+/// model's engine and there are at most kMostPlannedConfigurations of them. Returns how many it
+/// planned (0: none; the model's predictions stand), with the engine in `engine` when it did.
+std::size_t plan_memory(const Predictor& model, const std::vector<Config>& configs,
+                        std::vector<std::vector<TargetPrediction>>& predictions,
+                        std::string* engine);
+
+/// The feature rows of a table model (Predictor::schema() "table") from a table holding its
+/// feature columns by name: a feature "log_NAME" is column NAME through log1p, unless the table
+/// has a column "log_NAME" itself. Batch sizes are 0. Throws carb::Error (input) with
+/// file:line:column on a cell that is not a finite number, or naming the columns the table has
+/// when it lacks one.
+FeatureRows table_feature_rows(const Predictor& model, const CsvTable& table);
 
 }  // namespace carb

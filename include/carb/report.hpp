@@ -73,6 +73,9 @@ CampaignData load_campaigns(const std::vector<std::string>& paths);
 std::string pooled_hosts_warning(const DeviceCampaign& device);
 
 const DeviceCampaign& find_device(const CampaignData& data, const std::string& name_or_fingerprint);
+/// Keeps the devices of `data` that `names` name (find_device), each once, in the order first
+/// named; every device when `names` is empty. Throws as find_device.
+void keep_devices(CampaignData& data, const std::vector<std::string>& names);
 /// A device's rows as a predictor dataset (schema kArchitectureSchema), to fit or score on.
 Dataset device_dataset(const DeviceCampaign& device);
 
@@ -88,6 +91,13 @@ struct DeviceModel {
   std::string source;                          ///< e.g. "model.json" or "fitted now (seed 1)"
   std::string reason;                          ///< why there is none
 };
+
+/// Throws carb::Error (input) naming the model by `name` when it was fitted on a table: a
+/// characterization or a report scores models of carb's measurements.
+void require_device_model(const Predictor& model, const std::string& name);
+/// Reads the model file a characterization or a report scores; throws as Predictor::load and
+/// require_device_model.
+std::shared_ptr<const Predictor> load_device_model(const std::string& path);
 
 /// Per device of `data`: `given` when it is that device's model; otherwise, when `fit` is set,
 /// CARB fitted now on the device's rows (with baselines, so its test-split scores exist); a
@@ -272,5 +282,16 @@ void require_html_report();
 /// The report: one HTML file with the Vega-Lite scripts inlined, so it opens offline. Throws as
 /// require_html_report() does.
 std::string render_report(const ReportInput& input);
+
+/// What write_report wrote.
+struct ReportFile {
+  std::size_t charts = 0;  ///< interactive charts in it
+  std::size_t bytes = 0;
+};
+
+/// Renders the report and writes it to `path` through a temporary file beside it that then
+/// replaces it, so a failed write never leaves half a report. Throws as render_report does, and
+/// carb::Error (runtime) when the file cannot be written.
+ReportFile write_report(const ReportInput& input, const std::string& path);
 
 }  // namespace carb

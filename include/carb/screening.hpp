@@ -130,6 +130,29 @@ std::size_t target_index(const Predictor& predictor, Target target);
 /// target the model lacks or cannot predict, or a model of a table.
 void check_request(const Predictor& model, const Predictor* stage1, ScreenRequest& request);
 
+/// A screen's options as a front end takes them, as text (`carb screen`'s flags, the Python
+/// module's parameters). Each field's name is the subject of screen_request's errors about it.
+struct ScreenOptions {
+  std::string budget;      ///< e.g. "latency<=2ms,memory<=32MiB" (parse_budgets); empty: none
+  std::string objectives;  ///< costs to minimise (parse_objectives); empty: all the model has
+  std::string maximize = std::string(kDefaultValue);  ///< an analytic capacity, or "none"
+  std::string value;                     ///< or a value per configuration from a CSV: "FILE:COLUMN"
+  std::optional<ValueObjective> values;  ///< or values the front end holds, by key
+  std::string rank;                      ///< "ideal", "knee" or "value"; empty: the default
+  std::string outside_domain = "widen";  ///< "exclude", "widen" or "allow"
+  std::size_t keep = 2000;               ///< ScreenRequest's
+  double keep_fraction = 0;              ///< ScreenRequest's
+  bool safe = false;                     ///< ScreenRequest's
+};
+
+/// The request of `options`, checked against the models (check_request). Throws carb::Error
+/// (usage) whose subject is the option at fault: a rank, outside_domain or maximize it does not
+/// know, a value that is not FILE:COLUMN, a value with a maximize other than the default, rank
+/// value without a value, keep 0 without a keep_fraction; and parse_budgets' (subject "budget"),
+/// parse_objectives' ("objectives"), read_value_file's and check_request's errors.
+[[nodiscard]] ScreenRequest screen_request(const ScreenOptions& options, const Predictor& model,
+                                           const Predictor* stage1);
+
 // ---------------------------------------------------------------------------------------------
 // The result
 
@@ -204,5 +227,9 @@ nlohmann::json screen_result_json(const ScreenResult& result,
 /// Reads it back (without features); throws carb::Error (input) naming `origin` when it is not
 /// a screening result of this carb.
 [[nodiscard]] ScreenResult screen_result_from_json(const nlohmann::json& json, const std::string& origin);
+/// Reads a result file (screen_result_json's, as `carb screen --json` writes it); throws
+/// carb::Error (input) naming the file when it cannot be opened, is not JSON, or is not a
+/// screening result of this carb.
+[[nodiscard]] ScreenResult read_screen_result(const std::string& path);
 
 }  // namespace carb

@@ -74,6 +74,9 @@ int downsampling_factor(bool early_downsample, int stages);
 /// Empty when the configuration can be built, else the reason it cannot.
 std::string invalid_reason(const Config& config);
 
+/// Integers joined by '.', as keys spell per-stage lists: "2.2.2.2".
+std::string dotted_list(const std::vector<int>& values);
+
 /// The canonical key of a configuration, e.g. `basic18_w1_ds_r224_b1_fp32`. Grammar (docs/keys.md):
 /// `<block><depth>[s<b>.<b>...][_c<w>.<w>...]_w<mult>_<ds|nods>_r<res>_b<batch>_<prec>[_k<classes>]`,
 /// or for an imported architecture `graph-<hash>_r<res>_b<batch>_<prec>`.

@@ -5,11 +5,13 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <iosfwd>
 #include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <variant>
 #include <vector>
 
 namespace carb {
@@ -254,6 +256,17 @@ DriftCurve drift_curve(const std::vector<DriftProbeRecord>& probes,
 /// Formats of Store::export_measurements.
 enum class ExportFormat { kCsv, kJsonLines };
 
+/// How an exported column's values read: integers, reals, text, integers 0 and 1 that mean false
+/// and true, or JSON text (stage_blocks, stage_widths, provenance, protocol).
+enum class ExportKind { kInteger, kReal, kText, kBoolean, kJson };
+/// One column of an export: its name and kind.
+struct ExportColumn {
+  std::string name;
+  ExportKind kind = ExportKind::kText;
+};
+/// One value of an exported row: NULL (monostate), an integer, a real or text.
+using ExportValue = std::variant<std::monostate, std::int64_t, double, std::string>;
+
 /// An open carb database. Move-only; not safe to share between threads (open one per thread).
 /// Every method throws carb::Error: runtime for SQLite failures, input for bad records.
 class Store {
@@ -336,6 +349,13 @@ class Store {
   /// the rows written.
   std::int64_t export_measurements(std::ostream& out, ExportFormat format,
                                    bool ok_only = false) const;
+  /// The same rows as typed values, what export_measurements writes: `columns` is called once,
+  /// before the first row, then `row` for each row (its values in the columns' order; a value
+  /// is NULL or of its column's kind: an integer for kInteger and kBoolean, a real for kReal,
+  /// text for kText and kJson). Returns the rows.
+  std::int64_t export_rows(bool ok_only,
+                           const std::function<void(const std::vector<ExportColumn>&)>& columns,
+                           const std::function<void(const std::vector<ExportValue>&)>& row) const;
 
  private:
   struct Impl;

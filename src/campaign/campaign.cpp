@@ -4,7 +4,9 @@
 #include <algorithm>
 #include <charconv>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
+#include <sstream>
 
 #include "campaign_impl.hpp"
 #include "carb/error.hpp"
@@ -469,19 +471,31 @@ CampaignSummary run_campaign(const std::vector<Config>& configs, const CampaignO
       summary.not_started = state.total - state.finished;
       break;
     }
+    if (options.stop && options.stop()) {
+      summary.stopped = true;
+      break;
+    }
     const Config& config = *config_of.at(key);
     state.last_key = to_key(config);
     if (!store.claim(key, owner, options.resume)) {
       ++summary.claimed_elsewhere;
     } else {
-      if (options.drift_probe &&
-          (!last_probe || seconds_since(*last_probe) >= options.drift_every_s)) {
-        probe();
-      }
-      const Timestamp started = std::chrono::system_clock::now();
+      Measurement measurement;
       Protocol protocol = options.protocol;
       protocol.round = round_of.at(key);
-      const Measurement measurement = worker.measure(config, protocol);
+      Timestamp started;
+      try {
+        if (options.drift_probe &&
+            (!last_probe || seconds_since(*last_probe) >= options.drift_every_s)) {
+          probe();
+        }
+        started = std::chrono::system_clock::now();
+        measurement = worker.measure(config, protocol, options.stop);
+      } catch (const MeasurementStopped&) {
+        store.release(key, owner);
+        summary.stopped = true;
+        break;
+      }
       const Timestamp finished = std::chrono::system_clock::now();
       store.write_measurement(record_of(measurement, config, key, summary.device_fingerprint,
                                         summary.campaign_id, software, protocol, host_json,
@@ -493,9 +507,39 @@ CampaignSummary run_campaign(const std::vector<Config>& configs, const CampaignO
     state.elapsed_s = seconds_since(start);
     if (progress) progress(state);
   }
-  if (options.drift_probe && measured_since_probe) probe();
+  // The closing probe, unless asked to stop.
+  if (options.drift_probe && measured_since_probe && !summary.stopped) probe();
   summary.wall_s = seconds_since(start);
   return summary;
+}
+
+std::chrono::seconds claim_timeout_for(const Protocol& protocol) {
+  return std::chrono::seconds(static_cast<long long>(protocol.timeout_s * 2 + 60));
+}
+
+std::string duration_text(double seconds) {
+  const auto total = std::llround(seconds);
+  std::ostringstream text;
+  if (total >= 3600) text << total / 3600 << "h";
+  if (total >= 60) text << (total % 3600) / 60 << "m";
+  text << total % 60 << "s";
+  return text.str();
+}
+
+std::string progress_text(const CampaignProgress& progress) {
+  const double rate_per_min =
+      progress.elapsed_s > 0 ? static_cast<double>(progress.finished) * 60.0 / progress.elapsed_s
+                             : 0;
+  const double eta_s = progress.finished > 0
+                           ? progress.elapsed_s / static_cast<double>(progress.finished) *
+                                 static_cast<double>(progress.total - progress.finished)
+                           : 0;
+  std::ostringstream line;
+  line << "[" << progress.finished << "/" << progress.total << "] " << std::lround(rate_per_min)
+       << "/min, ETA " << duration_text(eta_s);
+  for (const auto& [status, count] : progress.by_status) line << ", " << status << " " << count;
+  line << "  " << progress.last_key;
+  return line.str();
 }
 
 }  // namespace carb

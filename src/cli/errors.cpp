@@ -11,16 +11,23 @@ namespace {
 
 // Library input (the subject a library Error names) -> the flag that sets it. A library error
 // with a subject missing here prints as the library wrote it.
-constexpr std::array<std::pair<std::string_view, std::string_view>, 9> kFlags = {{
-    {"coverage", "--coverage"},  // FitOptions::coverage, TransferOptions::coverage
-    {"databases", "--db"},       // load_campaigns' paths
-    {"device", "--device"},      // dataset_from_store's device, find_device's name
-    {"drift", "--drift"},        // dataset_from_store's DriftMode
-    {"features", "--features"},  // TableSpec::features
-    {"mpi", "--mpi"},            // run_mpi_campaign
-    {"shard", "--shard"},        // Shard::parse
-    {"target", "--target"},      // parse_table_target's text
-    {"targets", "--target"},     // TableSpec::targets
+constexpr std::array<std::pair<std::string_view, std::string_view>, 16> kFlags = {{
+    {"budget", "--budget"},                  // ScreenOptions::budget
+    {"coverage", "--coverage"},              // FitOptions::coverage, TransferOptions::coverage
+    {"databases", "--db"},                   // load_campaigns' paths
+    {"device", "--device"},                  // dataset_from_store's device, find_device's name
+    {"drift", "--drift"},                    // dataset_from_store's DriftMode
+    {"features", "--features"},              // TableSpec::features
+    {"keep", "--keep"},                      // ScreenOptions::keep
+    {"maximize", "--maximize"},              // ScreenOptions::maximize
+    {"mpi", "--mpi"},                        // run_mpi_campaign
+    {"objectives", "--objectives"},          // ScreenOptions::objectives
+    {"outside_domain", "--outside-domain"},  // ScreenOptions::outside_domain
+    {"rank", "--rank"},                      // ScreenOptions::rank
+    {"shard", "--shard"},                    // Shard::parse
+    {"target", "--target"},                  // parse_table_target's text
+    {"targets", "--target"},                 // TableSpec::targets
+    {"value", "--value"},                    // ScreenOptions::value
 }};
 
 }  // namespace

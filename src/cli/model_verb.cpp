@@ -366,32 +366,11 @@ void run_predict(const PredictCommand& command) {
                                              " predicts from configurations: give --spec, "
                                              "--keys or keys, not --table");
     }
-    // The model's features by their column names ("log_" marks a log1p column).
     const CsvTable table = read_csv(command.table);
-    TableSpec spec;
-    std::vector<bool> logged;
-    for (const std::string& name : predictor.feature_names()) {
-      const bool log =
-          name.rfind("log_", 0) == 0 &&
-          std::find(table.header.begin(), table.header.end(), name) == table.header.end();
-      logged.push_back(log);
-      spec.features.push_back(log ? name.substr(4) : name);
-    }
-    for (std::size_t r = 0; r < table.rows.size(); ++r) {
-      for (std::size_t f = 0; f < spec.features.size(); ++f) {
-        const std::size_t column = table.column(spec.features[f]);
-        const std::string& cell = table.rows[r][column];
-        char* end = nullptr;
-        const double value = std::strtod(cell.c_str(), &end);
-        if (cell.empty() || end != cell.c_str() + cell.size() || !std::isfinite(value)) {
-          throw input_error_at(table.path, table.lines[r], static_cast<int>(column) + 1,
-                               "'" + cell + "' is not a finite number");
-        }
-        x.push_back(static_cast<float>(logged[f] ? std::log1p(value) : value));
-      }
-      ids.push_back("line " + std::to_string(table.lines[r]));
-      batch.push_back(0);
-    }
+    FeatureRows rows = table_feature_rows(predictor, table);
+    x = std::move(rows.x);
+    batch = std::move(rows.batch);
+    for (int line : table.lines) ids.push_back("line " + std::to_string(line));
   } else {
     if (predictor.schema() != kArchitectureSchema) {
       throw Error(ErrorCategory::kUsage,
@@ -408,24 +387,15 @@ void run_predict(const PredictCommand& command) {
     for (const Config& config : configs) ids.push_back(to_key(config));
   }
   auto predictions = predictor.predict(x.data(), ids.size(), batch.data());
-  // Planning takes about a millisecond a configuration: worth it for what a user reads.
-  constexpr std::size_t kMostPlanned = 10000;
-  std::string no_plan;
-  const std::unique_ptr<EngineMemoryPlanner> planner =
-      configs.empty() || configs.size() > kMostPlanned
-          ? nullptr
-          : EngineMemoryPlanner::for_model(predictor, &no_plan);
-  const std::size_t planned = planner ? planner->apply(configs, predictions) : 0;
+  std::string engine;
+  const std::size_t planned = plan_memory(predictor, configs, predictions, &engine);
   DomainCheck domain(predictor);
   for (std::size_t i = 0; i < ids.size(); ++i) {
     domain.add(x.data() + i * predictor.feature_names().size(), ids[i]);
   }
   std::vector<std::string> columns = {"key"};
   for (const TargetInfo& target : predictor.targets()) {
-    const std::string suffix = target.unit.empty() ? "" : "_" + target.unit;
-    for (const char* part : {"", "_low", "_high"}) {
-      columns.push_back(target.name + suffix + part);
-    }
+    for (const char* part : {"", "_low", "_high"}) columns.push_back(target.column() + part);
   }
   auto writer = make_row_writer(format, columns, std::cout);
   for (std::size_t i = 0; i < ids.size(); ++i) {
@@ -449,7 +419,7 @@ void run_predict(const PredictCommand& command) {
   }
   if (planned > 0) {
     std::cerr << "note: memory of " << planned << " of " << configs.size()
-              << " configurations is the engine's own plan on this machine (" << planner->engine()
+              << " configurations is the engine's own plan on this machine (" << engine
               << "), exact, not the model's estimate\n";
   }
   if (const std::string note = this_machine_note(predictor, command.model); !note.empty()) {

@@ -37,9 +37,6 @@ std::unique_ptr<RowWriter> make_row_writer(Format format, std::vector<std::strin
 /// A cell's text as the table and CSV show it (reals with up to 6 significant digits).
 std::string cell_text(const Cell& cell);
 
-/// "1h2m3s", "4m5s", "6s".
-std::string duration_text(double seconds);
-
 /// A campaign's progress on stderr: rewritten in place on a terminal, else every 50th line.
 void print_progress(const CampaignProgress& progress, bool terminal);
 

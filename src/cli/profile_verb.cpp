@@ -120,32 +120,12 @@ std::string host_line(const nlohmann::json& host) {
 
 }  // namespace
 
-std::string duration_text(double seconds) {
-  const auto total = std::llround(seconds);
-  std::ostringstream text;
-  if (total >= 3600) text << total / 3600 << "h";
-  if (total >= 60) text << (total % 3600) / 60 << "m";
-  text << total % 60 << "s";
-  return text.str();
-}
-
 void print_progress(const CampaignProgress& progress, bool terminal) {
-  const double rate_per_min =
-      progress.elapsed_s > 0 ? static_cast<double>(progress.finished) * 60.0 / progress.elapsed_s
-                             : 0;
-  const double eta_s = progress.finished > 0
-                           ? progress.elapsed_s / static_cast<double>(progress.finished) *
-                                 static_cast<double>(progress.total - progress.finished)
-                           : 0;
-  std::ostringstream line;
-  line << "[" << progress.finished << "/" << progress.total << "] "
-       << std::lround(rate_per_min) << "/min, ETA " << duration_text(eta_s);
-  for (const auto& [status, count] : progress.by_status) line << ", " << status << " " << count;
-  line << "  " << progress.last_key;
+  const std::string line = progress_text(progress);
   if (terminal) {
-    std::cerr << "\r\033[K" << line.str() << std::flush;
+    std::cerr << "\r\033[K" << line << std::flush;
   } else if (progress.finished % 50 == 0 || progress.finished == progress.total) {
-    std::cerr << line.str() << "\n";
+    std::cerr << line << "\n";
   }
 }
 
@@ -238,8 +218,7 @@ void run_profile(const ProfileOptions& options) {
         parse_size_bytes(options.worker_memory_limit, "--worker-memory-limit");
   }
   campaign.resume.retry_limit = options.retry_limit;
-  campaign.resume.claim_timeout =
-      std::chrono::seconds(static_cast<long long>(options.protocol.timeout_s * 2 + 60));
+  campaign.resume.claim_timeout = claim_timeout_for(options.protocol);
   if (!options.time_budget.empty()) campaign.time_budget_s = parse_duration_s(options.time_budget);
   campaign.shard = Shard::parse(options.shard);
   campaign.db_path = campaign.shard.expand(options.db);

@@ -58,24 +58,8 @@ struct Loaded {
 Loaded load(const CampaignOptions& options) {
   Loaded loaded;
   loaded.data = load_campaigns(options.databases);
-  if (!options.devices.empty()) {
-    std::vector<DeviceCampaign> kept;
-    for (const std::string& name : options.devices) {
-      const DeviceCampaign& device = find_device(loaded.data, name);
-      const bool already = std::any_of(kept.begin(), kept.end(), [&](const DeviceCampaign& d) {
-        return d.fingerprint == device.fingerprint;
-      });
-      if (!already) kept.push_back(device);
-    }
-    loaded.data.devices = std::move(kept);
-  }
-  if (!options.model.empty()) {
-    loaded.model = std::make_shared<const Predictor>(Predictor::load(options.model));
-    if (loaded.model->schema() != kArchitectureSchema) {
-      throw Error(ErrorCategory::kInput,
-                  options.model + " was fitted on a table, not on carb measurements");
-    }
-  }
+  keep_devices(loaded.data, options.devices);
+  if (!options.model.empty()) loaded.model = load_device_model(options.model);
   for (const DeviceCampaign& device : loaded.data.devices) {
     if (const std::string pooled = pooled_hosts_warning(device); !pooled.empty()) {
       std::cerr << pooled << "\n";
@@ -349,15 +333,7 @@ void run_report(const ReportCommand& command) {
   // Read every input before the slow part, so a bad one fails at once.
   std::optional<ScreeningInput> screening;
   if (!command.screening.empty()) {
-    std::ifstream in(command.screening);
-    if (!in) throw Error(ErrorCategory::kInput, command.screening + ": cannot open");
-    nlohmann::json json;
-    try {
-      json = nlohmann::json::parse(in);
-    } catch (const nlohmann::json::parse_error& error) {
-      throw Error(ErrorCategory::kInput, command.screening + ": not JSON: " + error.what());
-    }
-    screening = ScreeningInput{command.screening, screen_result_from_json(json, command.screening)};
+    screening = ScreeningInput{command.screening, read_screen_result(command.screening)};
   }
   Loaded loaded = load(command.campaign);
   ReportInput input;
@@ -368,24 +344,9 @@ void run_report(const ReportCommand& command) {
   input.model_path = command.campaign.model;
   input.screening = std::move(screening);
   input.generated_at = now_utc();
-  const std::string html = render_report(input);
-  const std::string temporary = command.output + ".tmp";
-  {
-    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
-    if (!out) throw Error(ErrorCategory::kRuntime, command.output + ": cannot write");
-    out << html;
-    if (!out.flush()) throw Error(ErrorCategory::kRuntime, command.output + ": write failed");
-  }
-  std::error_code error;
-  std::filesystem::rename(temporary, command.output, error);
-  if (error) throw Error(ErrorCategory::kRuntime, command.output + ": " + error.message());
-  std::size_t charts = 0;
-  for (std::size_t at = html.find("class=\"chart\""); at != std::string::npos;
-       at = html.find("class=\"chart\"", at + 1)) {
-    ++charts;
-  }
-  std::cerr << "wrote " << command.output << " (" << charts << " charts, "
-            << cell_text(static_cast<double>(html.size()) / 1e6) << " MB, opens offline)\n";
+  const ReportFile file = write_report(input, command.output);
+  std::cerr << "wrote " << command.output << " (" << file.charts << " charts, "
+            << cell_text(static_cast<double>(file.bytes) / 1e6) << " MB, opens offline)\n";
 }
 
 }  // namespace

@@ -35,29 +35,6 @@ namespace carb::cli {
 
 namespace {
 
-// The value objective of --maximize and --value.
-std::optional<ValueObjective> value_objective(const ScreenCommand& command) {
-  if (!command.value_file.empty()) {
-    const std::size_t colon = command.value_file.rfind(':');
-    if (colon == std::string::npos || colon == 0 || colon + 1 == command.value_file.size()) {
-      throw Error(ErrorCategory::kUsage,
-                  "--value takes FILE:COLUMN, e.g. accuracy.csv:top1 (got '" +
-                      command.value_file + "')");
-    }
-    return read_value_file(command.value_file.substr(0, colon),
-                           command.value_file.substr(colon + 1));
-  }
-  if (command.maximize == "none") return std::nullopt;
-  auto value = analytic_value(command.maximize);
-  if (!value) {
-    std::string names;
-    for (std::string_view name : kAnalyticValues) names += std::string(name) + ", ";
-    throw Error(ErrorCategory::kUsage, "--maximize '" + command.maximize + "': expected " +
-                                           names + "or none (or --value FILE:COLUMN)");
-  }
-  return value;
-}
-
 // The objective columns' names: each cost as TARGET_UNIT, the value by its name.
 std::string value_column(const ScreenResult& result) {
   return result.value ? "value_" + result.value->name : "";
@@ -75,34 +52,7 @@ ScreenSetup prepare_screen(const ScreenCommand& command) {
     stage1 = std::make_unique<Predictor>(Predictor::load(command.stage1_model));
   }
   parse_format(command.format);  // a bad --format fails before the work
-  ScreenRequest request;
-  if (!command.rank.empty()) {
-    request.rank = parse_rank_method(command.rank);
-    if (!request.rank) throw Error(ErrorCategory::kUsage, "--rank must be ideal, knee or value");
-  }
-  const auto policy = parse_domain_policy(command.outside_domain);
-  if (!policy) {
-    throw Error(ErrorCategory::kUsage, "--outside-domain must be exclude, widen or allow");
-  }
-  request.domain = *policy;
-  if (!command.value_file.empty() && command.maximize != kDefaultValue) {
-    throw Error(ErrorCategory::kUsage, "give --maximize or --value, not both");
-  }
-  request.value = value_objective(command);
-  if (request.rank == RankMethod::kValue && !request.value) {
-    throw Error(ErrorCategory::kUsage, "--rank value needs a value to maximise");
-  }
-  if (!command.budget.empty()) request.budgets = parse_budgets(command.budget, "--budget");
-  if (!command.objectives.empty()) {
-    request.costs = parse_objectives(command.objectives, "--objectives");
-  }
-  if (command.keep == 0 && command.keep_fraction <= 0) {
-    throw Error(ErrorCategory::kUsage, "--keep must be at least 1");
-  }
-  request.keep = command.keep;
-  request.keep_fraction = command.keep_fraction;
-  request.safe = command.safe;
-  check_request(model, stage1.get(), request);
+  ScreenRequest request = screen_request(command.options, model, stage1.get());
 
   ScreenSetup setup{std::move(model), std::move(stage1), std::move(request), nullptr, {}};
   if (!command.selection.spec.empty() && command.selection.sample == 0) {
@@ -135,7 +85,7 @@ void report_screen(const ScreenCommand& command, const ScreenSetup& setup,
   for (std::size_t t = 0; t < result.targets.size(); ++t) {
     if (predictions.empty() || pool.empty() || !predictions[t][0].available) continue;
     shown_targets.push_back(t);
-    const std::string name = result.targets[t].name + "_" + result.targets[t].unit;
+    const std::string name = result.targets[t].column();
     columns.insert(columns.end(), {name, name + "_low", name + "_high"});
   }
   const bool show_domain = result.domain_policy != DomainPolicy::kExclude;
@@ -668,26 +618,29 @@ void add_screen_verbs(CLI::App& app) {
   verb->add_option("--keys", screen->selection.keys_file, "or a file of configuration keys");
   verb->add_option("--sample", screen->selection.sample, "screen N configurations of the spec");
   verb->add_option("--seed", screen->selection.seed, "seed of the sample");
-  verb->add_option("--budget", screen->budget, "e.g. 'energy<=75J,latency<=20ms,memory<=2GiB'");
-  verb->add_option("--maximize", screen->maximize,
+  verb->add_option("--budget", screen->options.budget,
+                   "e.g. 'energy<=75J,latency<=20ms,memory<=2GiB'");
+  verb->add_option("--maximize", screen->options.maximize,
                    "the value to maximise beside the costs: params, macs, flops, depth, width "
                    "(analytic, per image) or none")
       ->capture_default_str();
-  verb->add_option("--value", screen->value_file,
+  verb->add_option("--value", screen->options.value,
                    "or a value per configuration from a CSV: FILE:COLUMN (a 'key' column of "
                    "configuration or network keys), e.g. accuracy.csv:top1");
-  verb->add_option("--objectives", screen->objectives,
+  verb->add_option("--objectives", screen->options.objectives,
                    "costs to minimise, e.g. latency,memory (default: all the model has)");
-  verb->add_option("--outside-domain", screen->outside_domain,
+  verb->add_option("--outside-domain", screen->options.outside_domain,
                    "candidates outside the model's training data: widen (their intervals, and "
                    "judge them by the upper ends), exclude or allow")
       ->capture_default_str();
-  verb->add_option("--keep", screen->keep, "stage 1 keeps the best K by combined rank (2000)");
-  verb->add_option("--keep-fraction", screen->keep_fraction, "or a fraction of the candidates");
-  verb->add_flag("--safe", screen->safe,
+  verb->add_option("--keep", screen->options.keep,
+                   "stage 1 keeps the best K by combined rank (2000)");
+  verb->add_option("--keep-fraction", screen->options.keep_fraction,
+                   "or a fraction of the candidates");
+  verb->add_flag("--safe", screen->options.safe,
                  "feasible only when the interval's upper end meets "
                  "every budget");
-  verb->add_option("--rank", screen->rank,
+  verb->add_option("--rank", screen->options.rank,
                    "order of the front: value (the most capable first; the default with a "
                    "value), ideal (the default without) or knee");
   verb->add_option("--top", screen->top, "rows to print (20); the files hold the whole front");

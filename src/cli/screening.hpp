@@ -18,15 +18,7 @@ struct ScreenCommand {
   std::string model;
   std::string stage1_model;
   Selection selection;
-  std::string budget;
-  std::string objectives;
-  std::string maximize = std::string(kDefaultValue);  ///< an analytic capacity, or "none"
-  std::string value_file;                               ///< FILE:COLUMN
-  std::string outside_domain = "widen";
-  std::size_t keep = 2000;
-  double keep_fraction = 0;
-  bool safe = false;
-  std::string rank;  ///< "" = the request's default
+  ScreenOptions options;  ///< the request's flags, as screen_request takes them
   std::size_t top = 20;
   std::string output;
   std::string json_output;

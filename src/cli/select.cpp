@@ -40,21 +40,21 @@ std::vector<Config> select_configs(const Selection& selection) {
   if (!selection.keys_file.empty()) return read_keys(selection.keys_file);
   const Space space = Space::from_file(selection.spec);
   SpaceFeatures features(space);
-  const IndexFilter accept =
-      space.constraints().empty() ? IndexFilter() : IndexFilter([&](std::uint64_t index) {
-        return features.violated_constraint(index).empty();
-      });
   std::vector<std::uint64_t> indices;
   if (selection.sample > 0) {
-    indices = selection.sampling == "stratified"
-                  ? sample_stratified(space, selection.sample, selection.seed, accept)
-                  : sample_random(space, selection.sample, selection.seed, accept);
+    const auto sampling = parse_sampling(selection.sampling);
+    if (!sampling) {
+      throw Error(ErrorCategory::kUsage,
+                  "--sampling '" + selection.sampling + "': expected random or stratified");
+    }
+    indices = sample_points(space, features, selection.sample, selection.seed, *sampling);
   } else {
     constexpr std::uint64_t kMaxWholeSpace = 10'000'000;
     if (space.size() > kMaxWholeSpace) {
       throw Error(ErrorCategory::kUsage, "the space has " + std::to_string(space.size()) +
                                              " points: take a --sample of it");
     }
+    const IndexFilter accept = constraint_filter(space, features);
     for (std::uint64_t index = 0; index < space.size(); ++index) {
       if (!accept || accept(index)) indices.push_back(index);
     }

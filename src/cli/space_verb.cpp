@@ -3,6 +3,8 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <type_traits>
 
 #include "carb/error.hpp"
 #include "carb/graph.hpp"
@@ -49,18 +51,15 @@ void add_spec_options(CLI::App& command, SpaceOptions& options, bool sampling) {
 template <typename Visit>
 void for_each_selected(const Space& space, SpaceFeatures& features, const SpaceOptions& options,
                        Visit visit) {
-  const bool constrained = !space.constraints().empty();
-  auto accept = [&](std::uint64_t index) { return features.violated_constraint(index).empty(); };
   if (options.sample == 0) {
+    const IndexFilter accept = constraint_filter(space, features);
     for (std::uint64_t index = 0; index < space.size(); ++index) {
-      if (!constrained || accept(index)) visit(index);
+      if (!accept || accept(index)) visit(index);
     }
     return;
   }
-  const IndexFilter filter = constrained ? IndexFilter(accept) : IndexFilter();
-  const auto indices = options.sampling == "stratified"
-                           ? sample_stratified(space, options.sample, options.seed, filter)
-                           : sample_random(space, options.sample, options.seed, filter);
+  const auto indices = sample_points(space, features, options.sample, options.seed,
+                                     *parse_sampling(options.sampling));
   if (indices.size() < options.sample) {
     std::cerr << "carb: note: the space has only " << indices.size()
               << " configurations that meet its constraints; taking all of them\n";
@@ -68,78 +67,33 @@ void for_each_selected(const Space& space, SpaceFeatures& features, const SpaceO
   for (std::uint64_t index : indices) visit(index);
 }
 
-std::string join_ints(const std::vector<int>& values) {
-  std::string text;
-  for (int value : values) text += (text.empty() ? "" : ".") + std::to_string(value);
-  return text;
+// A feature row's cell as the writers print it: block and precision by name, integers wide.
+template <typename T>
+Cell cell_of(T value);
+
+// A knob an imported architecture does not have: an empty cell.
+template <typename T>
+Cell cell_of(std::optional<T> value) {
+  return value ? cell_of(*value) : Cell(std::string());
 }
 
-std::vector<std::string> config_columns() {
-  return {"key", "block", "depth", "width", "early_downsample", "resolution", "batch", "precision"};
+template <typename T>
+Cell cell_of(T value) {
+  if constexpr (std::is_enum_v<T>) {
+    return std::string(to_string(value));
+  } else if constexpr (std::is_same_v<T, int>) {
+    return std::int64_t{value};
+  } else {
+    return value;
+  }
 }
 
-std::vector<Cell> config_cells(const Config& config) {
-  if (config.imported()) {
-    // An imported architecture: its name as the block, its weighted layers (convs and fc) as
-    // the depth, and nothing for the ResNet knobs it does not have.
-    const auto architecture = find_architecture(config.architecture);
-    const Network network = build_network(config);
-    std::int64_t weighted = 0;
-    for (const Layer& layer : network.layers) {
-      weighted += layer.kind == LayerKind::kConv || layer.kind == LayerKind::kFullyConnected;
-    }
-    return {to_key(config),
-            architecture ? architecture->name : config.architecture,
-            weighted,
-            std::string(),
-            std::string(),
-            std::int64_t{config.resolution},
-            std::int64_t{config.batch},
-            std::string(to_string(config.precision))};
-  }
-  return {to_key(config),
-          std::string(to_string(config.block)),
-          std::int64_t{config.depth()},
-          config.width_multiplier,
-          config.early_downsample,
-          std::int64_t{config.resolution},
-          std::int64_t{config.batch},
-          std::string(to_string(config.precision))};
-}
-
-std::vector<std::string> feature_columns(bool roofline) {
-  std::vector<std::string> columns = config_columns();
-  for (const ScalarFeature& feature : kScalarFeatures) columns.emplace_back(feature.name);
-  for (const char* name :
-       {"stage_blocks", "stage_widths", "classes", "widest_channels", "kernel_launches"}) {
-    columns.emplace_back(name);
-  }
-  for (int kind = 0; kind < kLayerKindCount; ++kind) {
-    columns.push_back(std::string(to_string(static_cast<LayerKind>(kind))) + "_layers");
-  }
-  if (roofline) columns.emplace_back("roofline_ms");
-  return columns;
-}
-
-std::vector<Cell> feature_cells(const Config& config, const Features& features,
-                                const std::optional<RooflineDevice>& roofline) {
-  std::vector<Cell> cells = config_cells(config);
-  for (const ScalarFeature& feature : kScalarFeatures) {
-    if (feature.integer != nullptr) {
-      cells.emplace_back(features.*feature.integer);
-    } else {
-      cells.emplace_back(features.*feature.real);
-    }
-  }
-  cells.emplace_back(join_ints(config.stage_blocks));
-  cells.emplace_back(join_ints(config.stage_widths));
-  cells.emplace_back(std::int64_t{config.classes});
-  cells.emplace_back(std::int64_t{features.widest_channels});
-  cells.emplace_back(std::int64_t{features.kernel_launches});
-  for (int kind = 0; kind < kLayerKindCount; ++kind) {
-    cells.emplace_back(std::int64_t{features.layer_counts.by_kind[static_cast<std::size_t>(kind)]});
-  }
-  if (roofline) cells.emplace_back(roofline_ms(build_network(config), *roofline));
+std::vector<Cell> row_cells(const Config& config, const Features& features,
+                            const FeatureColumnOptions& options) {
+  std::vector<Cell> cells;
+  for_each_feature_column(config, features, options, [&](std::string_view, const auto& value) {
+    cells.push_back(cell_of(value()));
+  });
   return cells;
 }
 
@@ -148,24 +102,12 @@ std::optional<RooflineDevice> roofline_of(const SpaceOptions& options) {
   return parse_roofline_device(options.roofline);
 }
 
-// Counting constrained points walks the space; past this size carb says it did not count.
-constexpr std::uint64_t kMaxCountWalk = 1'000'000'000;
-
 void run_count(const SpaceOptions& options) {
   const Space space = Space::from_file(options.spec);
   SpaceFeatures features(space);
-  Cell points = static_cast<std::int64_t>(space.size());
-  if (!space.constraints().empty()) {
-    if (space.size() > kMaxCountWalk) {
-      points = std::string("not counted (over 10^9 grid points to check)");
-    } else {
-      std::int64_t valid = 0;
-      for (std::uint64_t index = 0; index < space.size(); ++index) {
-        if (features.violated_constraint(index).empty()) ++valid;
-      }
-      points = valid;
-    }
-  }
+  const std::optional<std::uint64_t> counted = count_points(space, features, kCountWalkLimit);
+  const Cell points = counted ? Cell(static_cast<std::int64_t>(*counted))
+                              : Cell(std::string("not counted (over 10^9 grid points to check)"));
   std::string constraints;
   for (const auto& constraint : space.constraints()) {
     constraints += (constraints.empty() ? "max_" : ", max_") + constraint.feature + "=" +
@@ -181,11 +123,12 @@ void run_count(const SpaceOptions& options) {
 void run_list(const SpaceOptions& options) {
   const Space space = Space::from_file(options.spec);
   SpaceFeatures features(space);
-  std::vector<std::string> columns = config_columns();
+  const FeatureColumnOptions knobs{.features = false};
+  std::vector<std::string> columns = feature_column_names(knobs);
   columns.emplace_back("index");
   auto writer = make_row_writer(parse_format(options.format), columns, std::cout);
   for_each_selected(space, features, options, [&](std::uint64_t index) {
-    std::vector<Cell> cells = config_cells(space.at(index));
+    std::vector<Cell> cells = row_cells(space.at(index), Features{}, knobs);
     cells.emplace_back(static_cast<std::int64_t>(index));
     writer->row(cells);
   });
@@ -195,12 +138,13 @@ void run_list(const SpaceOptions& options) {
 void run_features(const SpaceOptions& options) {
   const Space space = Space::from_file(options.spec);
   const auto roofline = roofline_of(options);
+  const FeatureColumnOptions columns_of{.roofline = roofline ? &*roofline : nullptr};
   SpaceFeatures features(space);
-  std::vector<std::string> columns = feature_columns(roofline.has_value());
+  std::vector<std::string> columns = feature_column_names(columns_of);
   columns.emplace_back("index");
   auto writer = make_row_writer(parse_format(options.format), columns, std::cout);
   for_each_selected(space, features, options, [&](std::uint64_t index) {
-    std::vector<Cell> cells = feature_cells(space.at(index), features.at(index), roofline);
+    std::vector<Cell> cells = row_cells(space.at(index), features.at(index), columns_of);
     cells.emplace_back(static_cast<std::int64_t>(index));
     writer->row(cells);
   });
@@ -239,29 +183,22 @@ void run_show(const SpaceOptions& options) {
   const Features features = compute_features(network);
   const Format format = parse_format(options.format);
   if (!options.layers) {
-    auto writer = make_row_writer(format, feature_columns(roofline.has_value()), std::cout);
-    writer->row(feature_cells(config, features, roofline));
+    const FeatureColumnOptions columns_of{.roofline = roofline ? &*roofline : nullptr};
+    auto writer = make_row_writer(format, feature_column_names(columns_of), std::cout);
+    writer->row(row_cells(config, features, columns_of));
     writer->finish();
     return;
   }
-  auto writer = make_row_writer(format,
-                                {"layer", "kind", "input_shape", "output_shape", "kernel", "stride",
-                                 "padding", "params", "macs", "in_place"},
-                                std::cout);
-  auto shape_text = [](const Shape& shape) {
-    return std::to_string(shape.n) + "x" + std::to_string(shape.c) + "x" + std::to_string(shape.h) +
-           "x" + std::to_string(shape.w);
-  };
+  std::vector<std::string> columns;
+  for_each_layer_column(network, network.layers.front(),
+                        [&](std::string_view name, const auto&) { columns.emplace_back(name); });
+  auto writer = make_row_writer(format, columns, std::cout);
   for (const Layer& layer : network.layers) {
-    std::string inputs;
-    for (int k = 0; k < layer.input_count(); ++k) {
-      inputs += (k > 0 ? "+" : "") +
-                shape_text(network.tensors[static_cast<std::size_t>(layer.inputs[k])]);
-    }
-    writer->row({layer_name(layer), std::string(to_string(layer.kind)), inputs,
-                 shape_text(network.tensors[static_cast<std::size_t>(layer.output)]),
-                 std::int64_t{layer.kernel}, std::int64_t{layer.stride},
-                 std::int64_t{layer.padding}, layer.params, layer.macs, layer.in_place});
+    std::vector<Cell> cells;
+    for_each_layer_column(network, layer, [&](std::string_view, const auto& value) {
+      cells.push_back(cell_of(value()));
+    });
+    writer->row(cells);
   }
   writer->finish();
 }

@@ -277,6 +277,31 @@ std::optional<double> feature_value(const Features& features, std::string_view n
   return std::nullopt;
 }
 
+std::string_view layer_count_column(LayerKind kind) {
+  static const std::array<std::string, kLayerKindCount> columns = [] {
+    std::array<std::string, kLayerKindCount> names;
+    for (int k = 0; k < kLayerKindCount; ++k) {
+      names[static_cast<std::size_t>(k)] =
+          std::string(to_string(static_cast<LayerKind>(k))) + "_layers";
+    }
+    return names;
+  }();
+  return columns.at(static_cast<std::size_t>(kind));
+}
+
+std::string architecture_name(const Config& config) {
+  if (!config.imported()) return {};
+  const auto architecture = find_architecture(config.architecture);
+  return architecture ? architecture->name : config.architecture;
+}
+
+std::vector<std::string> feature_column_names(const FeatureColumnOptions& options) {
+  std::vector<std::string> names;
+  for_each_feature_column(Config{}, Features{}, options,
+                          [&](std::string_view name, const auto&) { names.emplace_back(name); });
+  return names;
+}
+
 // Profiles per (architecture, resolution) pair: a dense table when the space has few enough
 // pairs, otherwise a hash map that is cleared when it grows past its cap (bounded memory).
 struct SpaceFeatures::Cache {
@@ -287,6 +312,10 @@ struct SpaceFeatures::Cache {
   std::uint64_t groups = 0;
   std::size_t batch_axis = 0;
   std::size_t precision_axis = 0;
+  /// The configuration config_at() gave last, and its group: consecutive points of one
+  /// architecture and resolution differ in batch and precision only.
+  std::optional<std::uint64_t> config_group;
+  Config group_config;
 };
 
 SpaceFeatures::SpaceFeatures(const Space& space)
@@ -332,6 +361,23 @@ Features SpaceFeatures::at(std::uint64_t index) {
     profile = &found->second;
   }
   return scale(*profile, batch, precision);
+}
+
+const Config& SpaceFeatures::config_at(std::uint64_t index) {
+  const std::uint64_t per_group = space_.points_per_architecture_resolution();
+  const std::uint64_t group = index / per_group;
+  if (cache_->config_group != group) {
+    cache_->group_config = space_.at(group * per_group);
+    cache_->config_group = group;
+  }
+  const std::uint64_t within = index % per_group;
+  const std::vector<double>& precisions = space_.axes()[cache_->precision_axis].values;
+  const std::vector<double>& batches = space_.axes()[cache_->batch_axis].values;
+  Config& config = cache_->group_config;
+  config.precision =
+      static_cast<Precision>(static_cast<int>(precisions[within % precisions.size()]));
+  config.batch = static_cast<int>(batches[within / precisions.size()]);
+  return config;
 }
 
 std::string SpaceFeatures::violated_constraint(std::uint64_t index) {

@@ -44,6 +44,20 @@ std::string layer_name(const Layer& layer) {
          layer.role;
 }
 
+std::string to_string(const Shape& shape) {
+  return std::to_string(shape.n) + "x" + std::to_string(shape.c) + "x" + std::to_string(shape.h) +
+         "x" + std::to_string(shape.w);
+}
+
+std::string input_shapes(const Network& network, const Layer& layer) {
+  std::string text;
+  for (int k = 0; k < layer.input_count(); ++k) {
+    text +=
+        (k > 0 ? "+" : "") + to_string(network.tensors[static_cast<std::size_t>(layer.inputs[k])]);
+  }
+  return text;
+}
+
 namespace {
 
 int conv_out(int size, int kernel, int stride, int padding) {

@@ -108,7 +108,8 @@ void WorkerProcess::stop() {
   running_.reset();
 }
 
-Measurement WorkerProcess::measure(const Config& config, const Protocol& protocol) {
+Measurement WorkerProcess::measure(const Config& config, const Protocol& protocol,
+                                   const std::function<bool()>& stop_requested) {
   // A fresh process after protocol.worker_reuse configurations, where the worker cannot reset
   // its peak-RSS mark, for another memory limit, or when it died while idle.
   if (running_) {
@@ -154,6 +155,10 @@ Measurement WorkerProcess::measure(const Config& config, const Protocol& protoco
   char buffer[65536];
   // Until a whole result line, or until the worker closes both outputs (it ended).
   while (open_fds > 0 && (worker.lines.find('\n') == std::string::npos || !sent)) {
+    if (stop_requested && stop_requested()) {
+      stop();
+      throw MeasurementStopped();
+    }
     const auto remaining_ms =
         std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
     if (remaining_ms <= 0) {

@@ -199,6 +199,31 @@ const DeviceCampaign& find_device(const CampaignData& data,
               "device");
 }
 
+void keep_devices(CampaignData& data, const std::vector<std::string>& names) {
+  if (names.empty()) return;
+  std::vector<DeviceCampaign> kept;
+  for (const std::string& name : names) {
+    const DeviceCampaign& device = find_device(data, name);
+    const bool already = std::any_of(kept.begin(), kept.end(), [&](const DeviceCampaign& d) {
+      return d.fingerprint == device.fingerprint;
+    });
+    if (!already) kept.push_back(device);
+  }
+  data.devices = std::move(kept);
+}
+
+void require_device_model(const Predictor& model, const std::string& name) {
+  if (model.schema() != kArchitectureSchema) {
+    throw Error(ErrorCategory::kInput, name + " was fitted on a table, not on carb measurements");
+  }
+}
+
+std::shared_ptr<const Predictor> load_device_model(const std::string& path) {
+  auto model = std::make_shared<const Predictor>(Predictor::load(path));
+  require_device_model(*model, path);
+  return model;
+}
+
 Dataset device_dataset(const DeviceCampaign& device) {
   std::vector<MeasuredTargets> measured;
   for (const MeasuredConfiguration& row : device.rows) {

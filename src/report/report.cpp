@@ -2,6 +2,8 @@
 // opens offline. After every chart has rendered, the page marks <body> with the count of charts
 // drawn and of console errors and warnings, so a headless browser can check it.
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
 #include <set>
 
 #include "carb/error.hpp"
@@ -484,6 +486,27 @@ std::string render_report(const ReportInput& input) {
   }
   html += "</body>\n</html>\n";
   return html;
+}
+
+ReportFile write_report(const ReportInput& input, const std::string& path) {
+  const std::string html = render_report(input);
+  const std::string temporary = path + ".tmp";
+  {
+    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
+    if (!out) throw Error(ErrorCategory::kRuntime, path + ": cannot write");
+    out << html;
+    if (!out.flush()) throw Error(ErrorCategory::kRuntime, path + ": write failed");
+  }
+  std::error_code error;
+  std::filesystem::rename(temporary, path, error);
+  if (error) throw Error(ErrorCategory::kRuntime, path + ": " + error.message());
+  ReportFile file;
+  file.bytes = html.size();
+  for (std::size_t at = html.find("class=\"chart\""); at != std::string::npos;
+       at = html.find("class=\"chart\"", at + 1)) {
+    ++file.charts;
+  }
+  return file;
 }
 
 }  // namespace carb

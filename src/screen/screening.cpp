@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
 
@@ -283,6 +284,89 @@ void check_request(const Predictor& model, const Predictor* stage1, ScreenReques
       }
     }
   }
+}
+
+namespace {
+
+// The value objective of a screen's options: a value file's column, values held by key, an
+// analytic capacity, or none.
+std::optional<ValueObjective> value_of(const ScreenOptions& options) {
+  if (!options.value.empty() || options.values) {
+    if (options.maximize != kDefaultValue) {
+      throw Error(
+          ErrorCategory::kUsage,
+          "maximize '" + options.maximize + "' and a value to maximise: give one of them, not both",
+          "maximize");
+    }
+    if (options.values) return options.values;
+    const std::size_t colon = options.value.rfind(':');
+    if (colon == std::string::npos || colon == 0 || colon + 1 == options.value.size()) {
+      throw Error(ErrorCategory::kUsage,
+                  "value takes FILE:COLUMN, e.g. accuracy.csv:top1 (got '" + options.value + "')",
+                  "value");
+    }
+    return read_value_file(options.value.substr(0, colon), options.value.substr(colon + 1));
+  }
+  if (options.maximize == "none") return std::nullopt;
+  auto value = analytic_value(options.maximize);
+  if (!value) {
+    std::string names;
+    for (std::string_view name : kAnalyticValues) names += std::string(name) + ", ";
+    throw Error(ErrorCategory::kUsage,
+                "maximize '" + options.maximize + "': expected " + names + "or none", "maximize");
+  }
+  return value;
+}
+
+// Runs `parse`, its errors given `subject`.
+template <typename Parse>
+auto with_subject(const std::string& subject, Parse parse) {
+  try {
+    return parse();
+  } catch (const Error& error) {
+    throw Error(error.category(), error.what(), subject);
+  }
+}
+
+}  // namespace
+
+ScreenRequest screen_request(const ScreenOptions& options, const Predictor& model,
+                             const Predictor* stage1) {
+  ScreenRequest request;
+  if (!options.rank.empty()) {
+    request.rank = parse_rank_method(options.rank);
+    if (!request.rank) {
+      throw Error(ErrorCategory::kUsage, "rank must be ideal, knee or value", "rank");
+    }
+  }
+  const auto policy = parse_domain_policy(options.outside_domain);
+  if (!policy) {
+    throw Error(ErrorCategory::kUsage, "outside_domain must be exclude, widen or allow",
+                "outside_domain");
+  }
+  request.domain = *policy;
+  if (!options.value.empty() && options.values) {
+    throw Error(ErrorCategory::kUsage, "value: give a file's column or values, not both", "value");
+  }
+  request.value = value_of(options);
+  if (request.rank == RankMethod::kValue && !request.value) {
+    throw Error(ErrorCategory::kUsage, "rank value needs a value to maximise", "rank");
+  }
+  if (!options.budget.empty()) {
+    request.budgets = with_subject("budget", [&] { return parse_budgets(options.budget); });
+  }
+  if (!options.objectives.empty()) {
+    request.costs =
+        with_subject("objectives", [&] { return parse_objectives(options.objectives); });
+  }
+  if (options.keep == 0 && options.keep_fraction <= 0) {
+    throw Error(ErrorCategory::kUsage, "keep must be at least 1", "keep");
+  }
+  request.keep = options.keep;
+  request.keep_fraction = options.keep_fraction;
+  request.safe = options.safe;
+  check_request(model, stage1, request);
+  return request;
 }
 
 Feasibility decide_budgets(const std::vector<Budget>& budgets, TargetPredictions& predictions,
@@ -782,6 +866,18 @@ ScreenResult screen_result_from_json(const json& j, const std::string& origin) {
   } catch (const json::exception& e) {
     throw bad(std::string("malformed screening result: ") + e.what());
   }
+}
+
+ScreenResult read_screen_result(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw Error(ErrorCategory::kInput, path + ": cannot open");
+  json parsed;
+  try {
+    parsed = json::parse(in);
+  } catch (const json::parse_error& error) {
+    throw Error(ErrorCategory::kInput, path + ": not JSON: " + error.what());
+  }
+  return screen_result_from_json(parsed, path);
 }
 
 }  // namespace carb

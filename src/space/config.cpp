@@ -233,7 +233,9 @@ std::string format_number(double value) {
   return std::string(buffer.data(), end);
 }
 
-std::string join_ints(const std::vector<int>& values) {
+}  // namespace
+
+std::string dotted_list(const std::vector<int>& values) {
   std::string text;
   for (std::size_t i = 0; i < values.size(); ++i) {
     if (i > 0) text += '.';
@@ -241,8 +243,6 @@ std::string join_ints(const std::vector<int>& values) {
   }
   return text;
 }
-
-}  // namespace
 
 std::string to_key(const Config& config) {
   if (config.imported()) {
@@ -256,8 +256,8 @@ std::string to_key(const Config& config) {
   const int depth = config.depth();
   key += std::to_string(depth);
   const auto rule = stage_blocks_for_depth(config.block, depth);
-  if (!rule || *rule != config.stage_blocks) key += "s" + join_ints(config.stage_blocks);
-  if (config.stage_widths != default_stage_widths()) key += "_c" + join_ints(config.stage_widths);
+  if (!rule || *rule != config.stage_blocks) key += "s" + dotted_list(config.stage_blocks);
+  if (config.stage_widths != default_stage_widths()) key += "_c" + dotted_list(config.stage_widths);
   key += "_w" + format_number(config.width_multiplier);
   key += config.early_downsample ? "_ds" : "_nods";
   key += "_r" + std::to_string(config.resolution);
@@ -422,7 +422,7 @@ class KeyParser {
       }
       if (depth_of(config.block, config.stage_blocks) != depth) {
         fail("depth " + std::to_string(depth) + " does not match stage blocks " +
-             join_ints(config.stage_blocks) + " (which give depth " +
+             dotted_list(config.stage_blocks) + " (which give depth " +
              std::to_string(depth_of(config.block, config.stage_blocks)) + ")");
       }
     } else {

@@ -3,10 +3,9 @@
 #include <algorithm>
 #include <array>
 #include <charconv>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <ostream>
-
-#include <map>
 
 #include "carb/csv.hpp"
 #include "carb/error.hpp"
@@ -28,40 +27,33 @@ constexpr std::array<std::string_view, 4> kJsonColumns = {"stage_blocks", "stage
 // last column is "classes".
 constexpr std::string_view kLastKnobColumn = "classes";
 
-// One output value: NULL, an integer, a real or text; features join the row as numbers.
-struct Cell {
-  int type = SQLITE_NULL;
-  std::int64_t integer = 0;
-  double real = 0;
-  std::string text;
-};
-
-Cell read_cell(const Statement& row, int column) {
+ExportValue read_value(const Statement& row, int column) {
   sqlite3_stmt* statement = row.get();
-  Cell cell;
-  cell.type = sqlite3_column_type(statement, column);
-  if (cell.type == SQLITE_INTEGER) cell.integer = sqlite3_column_int64(statement, column);
-  if (cell.type == SQLITE_FLOAT) cell.real = sqlite3_column_double(statement, column);
-  if (cell.type == SQLITE_TEXT) {
-    cell.text.assign(reinterpret_cast<const char*>(sqlite3_column_text(statement, column)),
-                     static_cast<std::size_t>(sqlite3_column_bytes(statement, column)));
+  switch (sqlite3_column_type(statement, column)) {
+    case SQLITE_INTEGER:
+      return std::int64_t{sqlite3_column_int64(statement, column)};
+    case SQLITE_FLOAT:
+      return sqlite3_column_double(statement, column);
+    case SQLITE_TEXT:
+      return std::string(reinterpret_cast<const char*>(sqlite3_column_text(statement, column)),
+                         static_cast<std::size_t>(sqlite3_column_bytes(statement, column)));
+    default:
+      return std::monostate{};
   }
-  return cell;
 }
 
-std::array<Cell, kScalarFeatures.size()> feature_cells(const Features& features) {
-  std::array<Cell, kScalarFeatures.size()> cells;
-  for (std::size_t index = 0; index < kScalarFeatures.size(); ++index) {
-    const ScalarFeature& feature = kScalarFeatures[index];
-    if (feature.integer != nullptr) {
-      cells[index].type = SQLITE_INTEGER;
-      cells[index].integer = features.*feature.integer;
-    } else {
-      cells[index].type = SQLITE_FLOAT;
-      cells[index].real = features.*feature.real;
-    }
+// A view column's kind, from the type the table declares for it.
+ExportKind kind_of(const Statement& rows, int column, const std::string& name) {
+  const char* declared = sqlite3_column_decltype(rows.get(), column);
+  const std::string_view type = declared != nullptr ? declared : "";
+  if (type == "INTEGER") {
+    // Columns holding 0/1: a knob and the column list's kBoolean ones.
+    return name == "early_downsample" || store::is_boolean_column(name) ? ExportKind::kBoolean
+                                                                        : ExportKind::kInteger;
   }
-  return cells;
+  if (type == "REAL") return ExportKind::kReal;
+  return std::ranges::find(kJsonColumns, name) != kJsonColumns.end() ? ExportKind::kJson
+                                                                     : ExportKind::kText;
 }
 
 // Shortest text that reads back to the same number, so an export loses nothing.
@@ -72,133 +64,138 @@ void write_number(CsvWriter& csv, Number value) {
   csv.field(std::string_view(text, static_cast<std::size_t>(result.ptr - text)));
 }
 
-void write_csv_field(CsvWriter& csv, const Cell& cell) {
-  switch (cell.type) {
-    case SQLITE_INTEGER:
-      write_number(csv, cell.integer);
-      return;
-    case SQLITE_FLOAT:
-      write_number(csv, cell.real);
-      return;
-    case SQLITE_TEXT:
-      csv.field(cell.text);
-      return;
-    default:
-      csv.field("");  // NULL is an empty field, never 0
-      return;
+void write_csv_field(CsvWriter& csv, const ExportValue& value) {
+  if (const auto* integer = std::get_if<std::int64_t>(&value)) {
+    write_number(csv, *integer);
+  } else if (const auto* real = std::get_if<double>(&value)) {
+    write_number(csv, *real);
+  } else if (const auto* text = std::get_if<std::string>(&value)) {
+    csv.field(*text);
+  } else {
+    csv.field("");  // NULL is an empty field, never 0
   }
 }
 
-nlohmann::ordered_json json_value(const std::string& column, const Cell& cell) {
-  switch (cell.type) {
-    case SQLITE_INTEGER:
-      // Columns holding 0/1 that JSON shows as booleans: a knob and the list's kBoolean ones.
-      if (column == "early_downsample" || store::is_boolean_column(column)) return cell.integer != 0;
-      return cell.integer;
-    case SQLITE_FLOAT:
-      return cell.real;
-    case SQLITE_TEXT:
-      if (std::ranges::find(kJsonColumns, column) != kJsonColumns.end())
-        return nlohmann::ordered_json::parse(cell.text);
-      return cell.text;
-    default:
-      return nullptr;
+nlohmann::ordered_json json_value(ExportKind kind, const ExportValue& value) {
+  if (const auto* integer = std::get_if<std::int64_t>(&value)) {
+    if (kind == ExportKind::kBoolean) return *integer != 0;
+    return *integer;
   }
+  if (const auto* real = std::get_if<double>(&value)) return *real;
+  if (const auto* text = std::get_if<std::string>(&value)) {
+    if (kind == ExportKind::kJson) return nlohmann::ordered_json::parse(*text);
+    return *text;
+  }
+  return nullptr;
 }
 
 }  // namespace
 
-std::int64_t Store::export_measurements(std::ostream& out, ExportFormat format,
-                                        bool ok_only) const {
+std::int64_t Store::export_rows(
+    bool ok_only, const std::function<void(const std::vector<ExportColumn>&)>& columns,
+    const std::function<void(const std::vector<ExportValue>&)>& row) const {
   sqlite3* db = impl_->db.get();
   store::Transaction transaction(db, store::Transaction::Mode::kRead);
   Statement rows(db, std::string("SELECT * FROM measurement_view") +
                          (ok_only ? " WHERE status = 'ok'" : "") +
                          " ORDER BY configuration_key, measurement_key");
-  std::vector<std::string> columns;
+  // The view's columns, the analytic features (kScalarFeatures) after its knobs, whose last
+  // column is "classes", and last the drift probe's latency at the middle of each measurement
+  // (docs/measurement.md, "Drift probes"), from its device's probes; NULL where none lies near
+  // enough.
+  const int view_width = rows.column_count();
+  std::vector<ExportColumn> header;
   int knob_end = 0;
-  for (int column = 0; column < rows.column_count(); ++column) {
-    columns.emplace_back(sqlite3_column_name(rows.get(), column));
-    if (columns.back() == kLastKnobColumn) knob_end = column + 1;
+  for (int column = 0; column < view_width; ++column) {
+    std::string name = sqlite3_column_name(rows.get(), column);
+    const ExportKind kind = kind_of(rows, column, name);
+    header.push_back({std::move(name), kind});
+    if (header.back().name == kLastKnobColumn) knob_end = column + 1;
   }
   CARB_CHECK(knob_end > 0, "measurement_view lacks the knob columns");
+  std::vector<ExportColumn> features;
+  features.reserve(kScalarFeatures.size());
+  for (const ScalarFeature& feature : kScalarFeatures) {
+    features.push_back({std::string(feature.name),
+                        feature.integer != nullptr ? ExportKind::kInteger : ExportKind::kReal});
+  }
+  header.insert(header.begin() + knob_end, features.begin(), features.end());
+  header.push_back({"drift_probe_ms", ExportKind::kReal});
+  columns(header);
 
-  const auto name_at = [&](std::size_t position) -> std::string {
-    const auto knobs = static_cast<std::size_t>(knob_end);
-    if (position < knobs) return columns[position];
-    if (position < knobs + kScalarFeatures.size()) {
-      return std::string(kScalarFeatures[position - knobs].name);
-    }
-    return columns[position - kScalarFeatures.size()];
-  };
-  // Last, the drift probe's latency at the middle of each measurement (docs/measurement.md,
-  // "Drift probes"), from its device's probes; NULL where none lies near enough.
-  const std::size_t width = columns.size() + kScalarFeatures.size() + 1;
-  const auto base_name_at = name_at;
-  const auto name_of = [&](std::size_t position) -> std::string {
-    return position + 1 == width ? std::string("drift_probe_ms") : base_name_at(position);
-  };
   std::map<std::string, DriftCurve> curves;
   const int device_column = rows.column("device_fingerprint");
   const int started_column = rows.column("started_at");
   const int finished_column = rows.column("finished_at");
-  CsvWriter csv(out, CsvQuoting::kRfc4180);
-  if (format == ExportFormat::kCsv) {
-    for (std::size_t position = 0; position < width; ++position) csv.field(name_of(position));
-    csv.end_record();
-  }
-
+  const int key_column = rows.column("configuration_key");
   // Features depend on the configuration only, and rows come grouped by configuration, so the
   // last configuration's features are all there is to keep.
   std::string features_key;
-  Features features;
-  const int key_column = rows.column("configuration_key");
+  Features computed;
   std::int64_t written = 0;
+  std::vector<ExportValue> values;
   while (rows.step()) {
-    std::vector<Cell> cells;
-    cells.reserve(width);
-    for (int column = 0; column < static_cast<int>(columns.size()); ++column) {
-      cells.push_back(read_cell(rows, column));
-    }
-    const std::string& key = cells[static_cast<std::size_t>(key_column)].text;
+    values.clear();
+    for (int column = 0; column < view_width; ++column) values.push_back(read_value(rows, column));
+    const auto text_at = [&](int column) -> const std::string& {
+      return std::get<std::string>(values[static_cast<std::size_t>(column)]);
+    };
+    const std::string& key = text_at(key_column);
     if (written == 0 || key != features_key) {
-      features = compute_features(build_network(parse_key(key)));
+      computed = compute_features(build_network(parse_key(key)));
       features_key = key;
     }
-    const auto feature_row = feature_cells(features);
-    const std::string& device = cells[static_cast<std::size_t>(device_column)].text;
+    const std::string& device = text_at(device_column);
     auto curve = curves.find(device);
     if (curve == curves.end()) curve = curves.emplace(device, drift_curve(drift_probes(device))).first;
-    const Timestamp started =
-        store::parse_timestamp(cells[static_cast<std::size_t>(started_column)].text);
-    const Timestamp finished =
-        store::parse_timestamp(cells[static_cast<std::size_t>(finished_column)].text);
-    Cell probe;
-    probe.type = SQLITE_NULL;
+    const Timestamp started = store::parse_timestamp(text_at(started_column));
+    const Timestamp finished = store::parse_timestamp(text_at(finished_column));
+    ExportValue probe;
     if (const auto factor = curve->second.factor_at(started + (finished - started) / 2)) {
-      probe.type = SQLITE_FLOAT;
-      probe.real = *factor * curve->second.reference_ms;
+      probe = *factor * curve->second.reference_ms;
     }
-    cells.insert(cells.begin() + knob_end, feature_row.begin(), feature_row.end());
-    cells.push_back(probe);
-
-    if (format == ExportFormat::kCsv) {
-      for (std::size_t position = 0; position < width; ++position) {
-        write_csv_field(csv, cells[position]);
+    std::vector<ExportValue> feature_values;
+    feature_values.reserve(kScalarFeatures.size());
+    for (const ScalarFeature& feature : kScalarFeatures) {
+      if (feature.integer != nullptr) {
+        feature_values.emplace_back(computed.*feature.integer);
+      } else {
+        feature_values.emplace_back(computed.*feature.real);
       }
-      csv.end_record();
-    } else {
-      nlohmann::ordered_json object = nlohmann::ordered_json::object();
-      for (std::size_t position = 0; position < width; ++position) {
-        const std::string name = name_of(position);
-        object[name] = json_value(name, cells[position]);
-      }
-      out << object.dump() << '\n';
     }
+    values.insert(values.begin() + knob_end, feature_values.begin(), feature_values.end());
+    values.push_back(std::move(probe));
+    row(values);
     ++written;
   }
   transaction.commit();
   return written;
+}
+
+std::int64_t Store::export_measurements(std::ostream& out, ExportFormat format,
+                                        bool ok_only) const {
+  CsvWriter csv(out, CsvQuoting::kRfc4180);
+  std::vector<ExportColumn> header;
+  return export_rows(
+      ok_only,
+      [&](const std::vector<ExportColumn>& columns) {
+        header = columns;
+        if (format != ExportFormat::kCsv) return;
+        for (const ExportColumn& column : header) csv.field(column.name);
+        csv.end_record();
+      },
+      [&](const std::vector<ExportValue>& values) {
+        if (format == ExportFormat::kCsv) {
+          for (const ExportValue& value : values) write_csv_field(csv, value);
+          csv.end_record();
+          return;
+        }
+        nlohmann::ordered_json object = nlohmann::ordered_json::object();
+        for (std::size_t position = 0; position < values.size(); ++position) {
+          object[header[position].name] = json_value(header[position].kind, values[position]);
+        }
+        out << object.dump() << '\n';
+      });
 }
 
 }  // namespace carb

@@ -132,6 +132,74 @@ TEST(Campaign, TimeBudgetStopsStartingConfigurations) {
   EXPECT_EQ(summary.not_started, 4);
 }
 
+TEST(Campaign, StopKeepsEveryFinishedMeasurementAndReleasesTheOneInFlight) {
+  const std::string db = fresh_db("stop.sqlite");
+  const auto configs = tiny_configs(5);
+  CampaignOptions options = quick_options(db);
+  // Asked before each configuration and during each measurement: after two finished
+  // configurations, let the third start, then stop while it is measured.
+  int finished = 0;
+  bool asked_in_flight = false;
+  options.stop = [&] {
+    if (finished < 2) return false;
+    if (!asked_in_flight) {
+      asked_in_flight = true;  // the question before the third configuration: go on
+      return false;
+    }
+    return true;  // while the third is measured
+  };
+  const CampaignSummary first = run_campaign(configs, options, [&](const CampaignProgress& p) {
+    finished = static_cast<int>(p.finished);
+  });
+  EXPECT_TRUE(first.stopped);
+  EXPECT_EQ(first.measured.at("ok"), 2);
+  EXPECT_EQ(first.not_started, 0);
+  {
+    const Store store = Store::open(db);
+    EXPECT_EQ(store.integrity_check(), "ok");
+    EXPECT_EQ(store.ok_measurements().size(), 2u);
+    EXPECT_EQ(store.outcomes().size(), 2u);  // nothing stored of the one in flight
+  }
+  // Its claim was released: this process resumes it at once, and measures the rest.
+  const CampaignSummary second = run_campaign(configs, quick_options(db), {});
+  EXPECT_FALSE(second.stopped);
+  EXPECT_EQ(second.already_done, 2);
+  EXPECT_EQ(second.claimed_elsewhere, 0);
+  EXPECT_EQ(second.measured.at("ok"), 3);
+
+  // Asked to stop before anything: nothing measured, nothing left claimed.
+  CampaignOptions at_once = quick_options(fresh_db("stop-at-once.sqlite"));
+  at_once.stop = [] { return true; };
+  const CampaignSummary none = run_campaign(configs, at_once, {});
+  EXPECT_TRUE(none.stopped);
+  EXPECT_TRUE(none.measured.empty());
+}
+
+TEST(Campaign, ProgressTextSaysHowFarHowFastAndWhatCameOut) {
+  CampaignProgress progress;
+  progress.total = 40;
+  progress.finished = 12;
+  progress.elapsed_s = 24;
+  progress.by_status = {{"ok", 11}, {"oom", 1}};
+  progress.last_key = "basic10_w0.25_nods_r32_b1_fp32";
+  EXPECT_EQ(progress_text(progress),
+            "[12/40] 30/min, ETA 56s, ok 11, oom 1  basic10_w0.25_nods_r32_b1_fp32");
+  progress.finished = 0;
+  progress.by_status.clear();
+  EXPECT_EQ(progress_text(progress), "[0/40] 0/min, ETA 0s  basic10_w0.25_nods_r32_b1_fp32");
+  EXPECT_EQ(duration_text(3723.4), "1h2m3s");
+  EXPECT_EQ(duration_text(240), "4m0s");
+  EXPECT_EQ(duration_text(6.6), "7s");
+}
+
+TEST(Campaign, AClaimOutlastsTheLongestMeasurement) {
+  Protocol protocol;
+  protocol.timeout_s = 300;
+  EXPECT_EQ(claim_timeout_for(protocol), std::chrono::seconds(660));
+  protocol.timeout_s = 2.5;
+  EXPECT_EQ(claim_timeout_for(protocol), std::chrono::seconds(65));
+}
+
 TEST(Campaign, UnknownDeviceIsAUsageError) {
   CampaignOptions options = quick_options(fresh_db("nodevice.sqlite"));
   options.device = "cuda:3";

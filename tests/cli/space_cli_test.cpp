@@ -41,12 +41,13 @@ TEST(SpaceCli, FeaturesCsvHasTheDocumentedHeader) {
       run("space features --spec " + examples("torchvision.yaml") + " --format csv");
   ASSERT_EQ(result.exit_code, 0) << result.out;
   EXPECT_EQ(result.out.rfind(
-                "key,block,depth,width,early_downsample,resolution,batch,precision,params,macs,"
+                "key,architecture,block,depth,width,early_downsample,resolution,batch,precision,"
+                "params,macs,"
                 "flops,param_bytes,activation_bytes,peak_activation_bytes,arithmetic_intensity,",
                 0),
             0u)
       << result.out;
-  EXPECT_NE(result.out.find("\nbasic18_w1_ds_r224_b1_fp32,basic,18,1,true,224,1,fp32,11689512,"
+  EXPECT_NE(result.out.find("\nbasic18_w1_ds_r224_b1_fp32,,basic,18,1,true,224,1,fp32,11689512,"
                             "1814073344,3628146688,"),
             std::string::npos)
       << result.out;

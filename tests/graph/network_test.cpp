@@ -187,5 +187,21 @@ TEST(Roofline, ParsesDeviceText) {
   }
 }
 
+TEST(Network, ShapesAndInputShapesAsLayerTablesPrintThem) {
+  EXPECT_EQ(to_string(Shape{1, 64, 56, 56}), "1x64x56x56");
+  const Network network = build_network(parse_key("basic18_w1_ds_r224_b2_fp32"));
+  EXPECT_EQ(input_shapes(network, network.layers.front()), "2x3x224x224");  // conv1
+  int adds = 0;
+  for (const Layer& layer : network.layers) {
+    if (layer.kind != LayerKind::kAdd) continue;
+    const std::string first = to_string(network.tensors[static_cast<std::size_t>(layer.inputs[0])]);
+    const std::string second =
+        to_string(network.tensors[static_cast<std::size_t>(layer.inputs[1])]);
+    EXPECT_EQ(input_shapes(network, layer), first + "+" + second);
+    ++adds;
+  }
+  EXPECT_EQ(adds, 8);
+}
+
 }  // namespace
 }  // namespace carb

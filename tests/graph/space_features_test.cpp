@@ -41,6 +41,22 @@ TEST(SpaceFeatures, CachedFeaturesEqualDirectOnes) {
   }
 }
 
+TEST(SpaceFeatures, GivesEachPointsConfigurationAsSpaceAtDoes) {
+  for (const char* name : {"paper.yaml", "million.yaml", "cpu-demo.yaml"}) {
+    const Space space = Space::from_file(kExamples + name);
+    SpaceFeatures features(space);
+    // Consecutive points (one architecture, then the next), and points in random order.
+    std::vector<std::uint64_t> indices;
+    for (std::uint64_t index = 0; index < 3 * space.points_per_architecture_resolution(); ++index) {
+      indices.push_back(index);
+    }
+    for (std::uint64_t index : sample_random(space, 300, 5)) indices.push_back(index);
+    for (std::uint64_t index : indices) {
+      EXPECT_EQ(features.config_at(index), space.at(index)) << name << " " << index;
+    }
+  }
+}
+
 TEST(SpaceFeatures, ChecksConstraints) {
   const Space space = Space::from_file(kExamples + "cpu-demo.yaml");
   SpaceFeatures features(space);

@@ -449,6 +449,88 @@ TEST_F(Databases, DevicesAreFoundByFingerprintOrName) {
   EXPECT_THROW(load_campaigns({testing::TempDir() + "no-such-database.sqlite"}), Error);
 }
 
+TEST_F(Databases, KeepsTheNamedDevicesOnceInTheOrderNamed) {
+  const std::string db = path("keep");
+  write(db, "dev-a", "Device A", {{kA1, 1.0, 0.5, 10.0}});
+  write(db, "dev-b", "Device B", {{kA1, 2.0, 0.5, 10.0}});
+  write(db, "dev-c", "Device C", {{kA1, 3.0, 0.5, 10.0}});
+  CampaignData all = load_campaigns({db});
+  keep_devices(all, {});
+  EXPECT_EQ(all.devices.size(), 3U);
+  CampaignData kept = load_campaigns({db});
+  keep_devices(kept, {"dev-c", "Device A", "dev-c"});
+  ASSERT_EQ(kept.devices.size(), 2U);
+  EXPECT_EQ(kept.devices[0].fingerprint, "dev-c");
+  EXPECT_EQ(kept.devices[1].fingerprint, "dev-a");
+  EXPECT_THROW(keep_devices(kept, {"dev-z"}), Error);
+}
+
+TEST_F(Databases, TheReportIsWrittenWholeWithItsChartsCounted) {
+  try {
+    require_html_report();
+  } catch (const Error& error) {
+    GTEST_SKIP() << error.what();
+  }
+  const std::string db = path("report");
+  write(db, "dev-a", "Device A", regime_rows());
+  const CampaignData data = load_campaigns({db});
+  const std::vector<DeviceModel> models = device_models(data, nullptr, "", std::nullopt);
+  const Characterization characterization = characterize(data, models);
+  ReportInput input;
+  input.data = &data;
+  input.characterization = &characterization;
+  input.models = models;
+  input.generated_at = "2026-12-02T00:00:00Z";
+  const std::string html = testing::TempDir() + "report-" + std::to_string(::getpid()) + ".html";
+  const ReportFile file = write_report(input, html);
+  const std::string rendered = render_report(input);
+  EXPECT_EQ(file.bytes, rendered.size());
+  EXPECT_EQ(std::filesystem::file_size(html), rendered.size());
+  EXPECT_FALSE(std::filesystem::exists(html + ".tmp"));
+  std::size_t charts = 0;
+  for (auto at = rendered.find("class=\"chart\""); at != std::string::npos;
+       at = rendered.find("class=\"chart\"", at + 1)) {
+    ++charts;
+  }
+  EXPECT_GT(charts, 0U);
+  EXPECT_EQ(file.charts, charts);
+  std::filesystem::remove(html);
+  // A folder that does not exist: a runtime error naming the file, nothing written.
+  const std::string nowhere = testing::TempDir() + "no-such-folder/report.html";
+  try {
+    (void)write_report(input, nowhere);
+    FAIL() << "wrote into a missing folder";
+  } catch (const Error& error) {
+    EXPECT_EQ(error.category(), ErrorCategory::kRuntime);
+    EXPECT_EQ(std::string(error.what()), nowhere + ": cannot write");
+  }
+}
+
+TEST_F(Databases, AModelOfATableIsNoModelOfADevice) {
+  std::string csv = "a,y\n";
+  for (int i = 0; i < 60; ++i) csv += std::to_string(i) + "," + std::to_string(2 * i + 1) + "\n";
+  TableSpec spec;
+  spec.features = {"a"};
+  spec.targets = {parse_table_target("y")};
+  FitOptions options;
+  options.threads = 1;
+  options.forest_trees = 4;
+  options.fixed_rounds = 4;
+  options.baselines = false;
+  const std::string model = path("table-model") + ".json";
+  Predictor::fit(dataset_from_table(parse_csv(csv, "t.csv"), spec), options, nullptr).save(model);
+  try {
+    (void)load_device_model(model);
+    FAIL() << "a table model was taken for a device's";
+  } catch (const Error& error) {
+    EXPECT_EQ(error.category(), ErrorCategory::kInput);
+    EXPECT_EQ(std::string(error.what()),
+              model + " was fitted on a table, not on carb measurements");
+  }
+  std::filesystem::remove(model);
+  EXPECT_THROW((void)load_device_model(model), Error);  // no such file
+}
+
 TEST_F(Databases, CarbAccuracySaysWhyItIsMissing) {
   const std::string db = path("no-model");
   write(db, "dev-a", "Device A", regime_rows());

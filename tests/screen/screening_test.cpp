@@ -10,6 +10,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <tuple>
 
 #include "carb/error.hpp"
 #include "carb/graph.hpp"
@@ -110,6 +111,80 @@ TEST_F(Screening, CheckRequestFillsTheCostsTheModelPredicts) {
     EXPECT_EQ(error.category(), ErrorCategory::kInput);
     EXPECT_NE(std::string(error.what()).find("test: no energy"), std::string::npos)
         << error.what();
+  }
+}
+
+TEST_F(Screening, ScreenRequestReadsTheOptionsAndNamesTheOneAtFault) {
+  ScreenOptions options;
+  options.budget = "latency<=20ms, memory<=40MiB";
+  options.objectives = "latency";
+  options.rank = "knee";
+  options.outside_domain = "exclude";
+  options.keep = 0;
+  options.keep_fraction = 0.5;
+  options.safe = true;
+  const ScreenRequest r = screen_request(options, *model, nullptr);
+  ASSERT_EQ(r.budgets.size(), 2U);
+  EXPECT_EQ(r.budgets[1].target, Target::kMemory);
+  EXPECT_EQ(r.costs, std::vector<Target>{Target::kLatency});
+  EXPECT_EQ(r.rank, RankMethod::kKnee);
+  EXPECT_EQ(r.domain, DomainPolicy::kExclude);
+  ASSERT_TRUE(r.value.has_value());
+  EXPECT_EQ(r.value->name, "macs");  // the default value
+  EXPECT_EQ(r.keep_fraction, 0.5);
+  EXPECT_TRUE(r.safe);
+  // Defaults: every cost the model predicts; none: no value.
+  ScreenOptions none;
+  none.maximize = "none";
+  const ScreenRequest costs_only = screen_request(none, *model, nullptr);
+  EXPECT_FALSE(costs_only.value.has_value());
+  EXPECT_EQ(costs_only.costs, (std::vector<Target>{Target::kMemory, Target::kLatency}));
+  // Values held by key.
+  ScreenOptions held;
+  held.values = ValueObjective{"top1", "values given by key", {{"basic18_w1_ds_r64", 0.7}}};
+  EXPECT_EQ(screen_request(held, *model, nullptr).value->name, "top1");
+
+  // (how the options are wrong, the message, its subject)
+  const auto wrong = [](auto change) {
+    ScreenOptions bad;
+    change(bad);
+    return bad;
+  };
+  const std::vector<std::tuple<ScreenOptions, std::string, std::string>> cases = {
+      {wrong([](ScreenOptions& o) { o.rank = "best"; }), "rank must be ideal, knee or value",
+       "rank"},
+      {wrong([](ScreenOptions& o) { o.outside_domain = "ignore"; }),
+       "outside_domain must be exclude, widen or allow", "outside_domain"},
+      {wrong([](ScreenOptions& o) { o.maximize = "speed"; }),
+       "maximize 'speed': expected params, macs, flops, depth, width, or none", "maximize"},
+      {wrong([](ScreenOptions& o) {
+         o.maximize = "params";
+         o.value = "accuracy.csv:top1";
+       }),
+       "maximize 'params' and a value to maximise: give one of them, not both", "maximize"},
+      {wrong([](ScreenOptions& o) { o.value = "accuracy.csv"; }),
+       "value takes FILE:COLUMN, e.g. accuracy.csv:top1 (got 'accuracy.csv')", "value"},
+      {wrong([](ScreenOptions& o) {
+         o.maximize = "none";
+         o.rank = "value";
+       }),
+       "rank value needs a value to maximise", "rank"},
+      {wrong([](ScreenOptions& o) { o.budget = "latency<=2xs"; }),
+       "budget:1:11: unknown unit 'xs' for latency (use s, ms or us)", "budget"},
+      {wrong([](ScreenOptions& o) { o.objectives = "speed"; }), "", "objectives"},
+      {wrong([](ScreenOptions& o) { o.keep = 0; }), "keep must be at least 1", "keep"},
+  };
+  for (const auto& [bad, message, subject] : cases) {
+    try {
+      (void)screen_request(bad, *model, nullptr);
+      ADD_FAILURE() << "no error for " << subject;
+    } catch (const Error& error) {
+      if (!message.empty()) {
+        EXPECT_EQ(std::string(error.what()), message);
+      }
+      EXPECT_EQ(error.subject(), subject) << error.what();
+      EXPECT_NE(error.category(), ErrorCategory::kRuntime) << error.what();
+    }
   }
 }
 
@@ -329,6 +404,27 @@ TEST_F(Screening, TheResultFileRoundTrips) {
   } catch (const Error& error) {
     EXPECT_EQ(std::string(error.what()).rfind("r.json: malformed screening result", 0), 0U);
   }
+
+  // From a file, as carb report reads it.
+  const std::string file = ::testing::TempDir() + "result-" + std::to_string(::getpid()) + ".json";
+  std::ofstream(file) << json.dump(1);
+  const ScreenResult read = read_screen_result(file);
+  EXPECT_EQ(read.feasible, result.feasible);
+  ASSERT_EQ(read.pool.size(), result.pool.size());
+  EXPECT_EQ(read.pool.back().key, result.pool.back().key);
+  const auto error_of = [](const std::string& path) -> std::string {
+    try {
+      (void)read_screen_result(path);
+    } catch (const Error& error) {
+      EXPECT_EQ(error.category(), ErrorCategory::kInput);
+      return error.what();
+    }
+    return "no error";
+  };
+  std::ofstream(file) << "{\"format\": ";
+  EXPECT_EQ(error_of(file).rfind(file + ": not JSON: ", 0), 0U) << error_of(file);
+  std::filesystem::remove(file);
+  EXPECT_EQ(error_of(file), file + ": cannot open");
 }
 
 }  // namespace

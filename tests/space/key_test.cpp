@@ -120,5 +120,13 @@ TEST(DepthRule, RejectsDepthsTheBlockCannotBuild) {
   EXPECT_FALSE(stage_blocks_for_depth(BlockType::kBottleneck, 11, &why));
 }
 
+TEST(Key, DottedListsAreHowKeysSpellPerStageLists) {
+  EXPECT_EQ(dotted_list({2, 2, 2, 2}), "2.2.2.2");
+  EXPECT_EQ(dotted_list({64}), "64");
+  EXPECT_EQ(dotted_list({}), "");
+  Config config = parse_key("basic16s1.2.3.1_w1_ds_r64_b1_fp32");
+  EXPECT_EQ(dotted_list(config.stage_blocks), "1.2.3.1");
+}
+
 }  // namespace
 }  // namespace carb

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
@@ -200,6 +201,61 @@ TEST_F(StoreExportData, OkOnlyLeavesFailuresOut) {
   const auto rows = parse_csv(out.str());
   ASSERT_EQ(rows.size(), 4u);
   EXPECT_EQ(out.str().find("timeout"), std::string::npos);
+}
+
+TEST_F(StoreExportData, TypedRowsAreTheExportsValuesWithNullKeptNull) {
+  std::vector<ExportColumn> columns;
+  std::vector<std::vector<ExportValue>> rows;
+  const std::int64_t written = store.export_rows(
+      false, [&](const std::vector<ExportColumn>& header) { columns = header; },
+      [&](const std::vector<ExportValue>& values) { rows.push_back(values); });
+  EXPECT_EQ(written, 4);
+  ASSERT_EQ(rows.size(), 4u);
+  // The same columns, in the same order, as the CSV header.
+  std::ostringstream out;
+  store.export_measurements(out, ExportFormat::kCsv);
+  const auto csv = parse_csv(out.str());
+  ASSERT_EQ(columns.size(), csv.front().size());
+  std::map<std::string, std::size_t> at;
+  for (std::size_t c = 0; c < columns.size(); ++c) {
+    EXPECT_EQ(columns[c].name, csv.front()[c]);
+    at[columns[c].name] = c;
+  }
+  const std::pair<const char*, ExportKind> kinds[] = {
+      {"configuration_key", ExportKind::kText},    {"depth", ExportKind::kInteger},
+      {"early_downsample", ExportKind::kBoolean},  {"wall_converged", ExportKind::kBoolean},
+      {"width_multiplier", ExportKind::kReal},     {"energy_j", ExportKind::kReal},
+      {"engine_peak_bytes", ExportKind::kInteger}, {"macs", ExportKind::kInteger},
+      {"arithmetic_intensity", ExportKind::kReal}, {"stage_blocks", ExportKind::kJson},
+      {"provenance", ExportKind::kJson},           {"drift_probe_ms", ExportKind::kReal}};
+  for (const auto& [name, kind] : kinds) EXPECT_EQ(columns.at(at.at(name)).kind, kind) << name;
+  int nulls = 0;
+  for (const auto& values : rows) {
+    ASSERT_EQ(values.size(), columns.size());
+    for (std::size_t c = 0; c < values.size(); ++c) {
+      // Every value is NULL or of its column's kind: an integer, a real or text.
+      static constexpr std::size_t kHolds[] = {1, 2, 3, 1, 3};  // by ExportKind
+      if (std::holds_alternative<std::monostate>(values[c])) continue;
+      EXPECT_EQ(values[c].index(), kHolds[static_cast<std::size_t>(columns[c].kind)])
+          << columns[c].name;
+    }
+    const auto& key = std::get<std::string>(values[at.at("measurement_key")]);
+    const ExportValue& energy = values[at.at("energy_j")];
+    if (key == with_energy.measurement_key) {
+      EXPECT_EQ(std::get<double>(energy), 0.0123456789012345);
+    } else {
+      // NULL, never 0, with its reason where the measurement is ok.
+      EXPECT_TRUE(std::holds_alternative<std::monostate>(energy));
+      ++nulls;
+    }
+    if (key == without_energy.measurement_key) {
+      EXPECT_EQ(std::get<std::string>(values[at.at("energy_null_reason")]),
+                *without_energy.energy_null_reason);
+      EXPECT_EQ(std::get<double>(values[at.at("wall_median_ms")]),
+                without_energy.wall_latency->median_ms);
+    }
+  }
+  EXPECT_EQ(nulls, 3);
 }
 
 TEST_F(StoreExport, AnEmptyDatabaseExportsAHeaderOnly) {

@@ -72,7 +72,9 @@ TEST(OpenCpuEnergyMeter, OnThisMachine) {
   if (!has_zone && !has_package_event) {
     // Nothing to read: the reason says why for RAPL and for perf, each as this machine is.
     EXPECT_FALSE(meter->available());
-    if (!has_power_pmu) EXPECT_EQ(meter->name(), "none");
+    if (!has_power_pmu) {
+      EXPECT_EQ(meter->name(), "none");
+    }
     const std::string rapl =
         has_powercap ? "RAPL: no package zone under /sys/class/powercap (no intel-rapl:N whose "
                        "name is package-*)"

@@ -193,6 +193,20 @@ class TorchSession final : public Session {
         case LayerKind::kFullyConnected:
           y = at::linear(at::flatten(x, 1), p.weight, p.bias);
           break;
+        case LayerKind::kAvgPool:
+        case LayerKind::kClip:
+        case LayerKind::kSigmoid:
+        case LayerKind::kHardSigmoid:
+        case LayerKind::kHardSwish:
+        case LayerKind::kSwish:
+        case LayerKind::kMul:
+        case LayerKind::kConcat:
+        case LayerKind::kChannelShuffle:
+        case LayerKind::kSlice:
+          // Only imported architectures have these, and the device refuses them
+          // (DeviceInfo::imported_reason) before a session is made.
+          throw Error(ErrorCategory::kRuntime, "the PyTorch backend cannot run a " +
+                                                   std::string(to_string(layer.kind)) + " layer");
       }
       values_[static_cast<std::size_t>(layer.output)] = std::move(y);
       for (int k = 0; k < layer.input_count(); ++k) {

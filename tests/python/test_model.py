@@ -1,0 +1,192 @@
+"""Models from Python: fit from a database or a DataFrame, load and save, and predictions
+identical to `carb predict`'s for the same model and keys."""
+
+import json
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import carb
+from conftest import QUICK_FIT, QUICK_FIT_FLAGS, SPACES, cli_error, cli_json, run_cli
+
+KEYS = ["basic10_w0.5_nods_r64_b1_fp32", "bottleneck26_w0.25_ds_r96_b8_fp32",
+        "basic34_w1_ds_r128_b32_fp32", "bottleneck50_w0.75_nods_r32_b2_fp32"]
+
+
+def cli_number(value):
+    """A number as carb's CSV prints it (reals with up to 6 significant digits); "" for NaN."""
+    return "" if math.isnan(value) else f"{value:.6g}"
+
+
+def prediction_columns(frame):
+    return [c for c in frame.columns if c not in ("key", "index", "inside_domain",
+                                                  "domain_distance")]
+
+
+def test_predictions_equal_carb_predicts_exactly(cli_model, tmp_path):
+    keys_file = tmp_path / "keys.txt"
+    keys_file.write_text("".join(k + "\n" for k in KEYS))
+    model = carb.load_model(cli_model)
+    frame = model.predict(KEYS)
+    # JSON carries every bit of a double: equal, not close.
+    rows = cli_json("predict", "--model", cli_model, "--keys", keys_file, "--format", "json")
+    assert list(frame.columns) == list(rows[0].keys())
+    for column in frame.columns:
+        ours = frame[column].tolist()
+        theirs = [math.nan if row[column] == "" else row[column] for row in rows]
+        if column == "key":
+            assert ours == theirs
+        else:
+            assert np.array_equal(np.array(ours, dtype=float), np.array(theirs, dtype=float),
+                                  equal_nan=True), column
+    # The CSV the brief names, cell by cell, as the command line formats numbers.
+    csv = run_cli("predict", "--model", cli_model, "--keys", keys_file, "--format",
+                  "csv").stdout.splitlines()
+    assert csv[0].split(",") == list(frame.columns)
+    for line, (_, row) in zip(csv[1:], frame.iterrows()):
+        assert line.split(",") == [row["key"]] + [cli_number(row[c])
+                                                  for c in prediction_columns(frame)]
+    # Energy was never measured on the reference campaign's machine: NaN, with the reason.
+    assert frame["energy_J"].isna().all()
+    assert "energy" in frame.attrs["unavailable"]
+    assert frame["latency_ms"].gt(0).all()
+    assert (frame["latency_ms_low"] <= frame["latency_ms"]).all()
+    assert (frame["latency_ms"] <= frame["latency_ms_high"]).all()
+
+
+def test_a_space_predicts_as_carb_predict_spec(cli_model):
+    model = carb.load_model(cli_model)
+    space = carb.load_space(SPACES / "cpu-demo.yaml")
+    frame = model.predict(space, sample=30, seed=2)
+    rows = cli_json("predict", "--model", cli_model, "--spec", SPACES / "cpu-demo.yaml",
+                    "--sample", 30, "--seed", 2, "--format", "json")
+    assert frame["key"].tolist() == [row["key"] for row in rows]
+    for column in prediction_columns(frame):
+        theirs = [math.nan if row[column] == "" else row[column] for row in rows]
+        assert np.array_equal(frame[column].to_numpy(), np.array(theirs, dtype=float),
+                              equal_nan=True), column
+    assert frame["index"].tolist() == space.sample(30, seed=2).tolist()
+    # Without the engine's plan, memory is the model's own estimate: of the same keys, the same
+    # latencies.
+    estimate = model.predict(space, sample=30, seed=2, plan_memory=False)
+    assert estimate.attrs["memory_planned"] == 0
+    assert np.array_equal(estimate["latency_ms"], frame["latency_ms"])
+    domain = model.predict(space, indices=frame["index"], domain=True)
+    assert domain["inside_domain"].dtype == bool
+    assert (domain["domain_distance"] >= 0).all()
+
+
+def test_a_dataframe_in_keeps_its_index(cli_model):
+    model = carb.load_model(cli_model)
+    frame = pd.DataFrame({"key": KEYS, "note": list("abcd")}, index=[10, 11, 12, 13])
+    predicted = model.predict(frame)
+    assert predicted.index.tolist() == [10, 11, 12, 13]
+    assert predicted["key"].tolist() == KEYS
+    assert model.predict(pd.Series(KEYS))["key"].tolist() == KEYS
+    assert model.predict(KEYS[0])["key"].tolist() == KEYS[:1]
+
+
+def test_fit_from_the_database_is_carb_fits_model(reference_db, cli_model, tmp_path):
+    model = carb.fit(db=reference_db, output=tmp_path / "py.json", **QUICK_FIT)
+    assert model.path == str(tmp_path / "py.json")
+    assert model.data["rows"] == 1600
+    assert model.device_name == carb.load_model(cli_model).device_name
+    ours = model.predict(KEYS, plan_memory=False)
+    theirs = carb.load_model(cli_model).predict(KEYS, plan_memory=False)
+    pd.testing.assert_frame_equal(ours, theirs)
+    scores = model.scores
+    assert list(scores.columns[:3]) == ["target", "method", "n"]
+    carb_latency = scores[(scores.target == "latency") & (scores.method == "carb")]
+    assert len(carb_latency) == 1 and 0.5 < carb_latency["r2"].iloc[0] <= 1
+    # Saved and loaded, it predicts the same.
+    pd.testing.assert_frame_equal(carb.load_model(tmp_path / "py.json").predict(KEYS),
+                                  model.predict(KEYS))
+
+
+def test_fit_from_a_dataframe_of_measurements_is_the_same_fit(reference_db):
+    rows = carb.measurements(reference_db)
+    quick = dict(QUICK_FIT, baselines=False)
+    from_frame = carb.fit(rows, **quick)
+    from_db = carb.fit(reference_db, drift="off", **quick)
+    assert from_frame.device_fingerprint == from_db.device_fingerprint
+    assert from_frame.instances == from_db.instances
+    pd.testing.assert_frame_equal(from_frame.predict(KEYS, plan_memory=False),
+                                  from_db.predict(KEYS, plan_memory=False))
+    # A subset of the rows is a smaller fit.
+    fewer = carb.fit(rows[rows["batch"] <= 8], **quick)
+    assert fewer.data["rows"] == int((rows["batch"] <= 8).sum())
+
+
+def test_a_table_model_from_a_dataframe_predicts_as_carb_predict_table(tmp_path):
+    rng = np.random.default_rng(3)
+    a = rng.uniform(1, 100, 300)
+    b = rng.uniform(0, 1, 300)
+    table = pd.DataFrame({"a": a, "b": b, "y": a * (1 + b) + rng.uniform(0, 0.1, 300)})
+    model = carb.fit(table, features=["a", "b"], targets=["y"], threads=1, forest_trees=8)
+    assert model.schema == "table"
+    assert model.feature_names == ["log_a", "b"]  # a spans two decades: log1p
+    table.to_csv(tmp_path / "train.csv", index=False)
+    run_cli("fit", "--table", tmp_path / "train.csv", "--features", "a,b", "--target", "y",
+            "--threads", 1, "--forest-trees", 8, "-o", tmp_path / "cli.json", "--format", "json")
+    new = table.head(5)[["b", "a"]].set_index(pd.Index([5, 6, 7, 8, 9]))
+    new.to_csv(tmp_path / "new.csv", index=False)
+    theirs = cli_json("predict", "--model", tmp_path / "cli.json", "--table", tmp_path / "new.csv",
+                      "--format", "json")
+    ours = carb.load_model(tmp_path / "cli.json").predict(new)
+    assert ours.index.tolist() == [5, 6, 7, 8, 9]
+    assert ours["y"].tolist() == [row["y"] for row in theirs]
+    assert ours["y_high"].tolist() == [row["y_high"] for row in theirs]
+    pd.testing.assert_frame_equal(model.predict(new), ours)
+    # A cell that is no number: the table's place, as from a CSV file (row r on line r + 2).
+    bad = new.astype(object)
+    bad.iloc[1, 0] = "x"
+    with pytest.raises(carb.InputError, match=r"^<DataFrame>:3:1: 'x' is not a finite number$"):
+        model.predict(bad)
+    with pytest.raises(carb.InputError, match="predict from a DataFrame"):
+        model.predict(KEYS)
+
+
+def test_a_models_properties_are_its_files(cli_model):
+    model = carb.load_model(cli_model)
+    saved = json.loads(open(cli_model).read())
+    assert json.loads(model.to_json())["device"] == saved["device"]
+    assert model.schema == saved["feature_schema"]["name"] == "carb-ir-3"
+    assert model.feature_names == saved["feature_schema"]["features"]
+    assert [t["name"] for t in model.targets] == ["memory", "energy", "latency"]
+    assert [t["unit"] for t in model.targets] == ["B", "J", "ms"]
+    assert model.coverage == 0.9
+    assert model.transferred is False and "transfer" not in saved
+    assert model.drift["applied"] is False
+    assert model.instances == saved["device"]["instances"]
+    assert model.device_fingerprint == saved["device"]["fingerprint"]
+    report = model.fit_report
+    assert report["train_rows"] + report["validation_rows"] + report["calibration_rows"] + \
+        report["test_rows"] == 1600
+    assert len(model.fitted_keys) == 1600 - report["test_rows"]
+    assert "AMD EPYC" in repr(model)
+
+
+def test_model_errors_are_the_command_lines(tmp_path, cli_model):
+    not_a_model = tmp_path / "not-a-model.json"
+    not_a_model.write_text('{"format": "something else"}')
+    for path in (not_a_model, tmp_path / "missing.json"):
+        message, code = cli_error("predict", "--model", path, KEYS[0])
+        with pytest.raises(carb.InputError) as raised:
+            carb.load_model(path)
+        assert str(raised.value) == message and code == 2
+    message, _ = cli_error("predict", "--model", cli_model, "basic18_w1_ds_r64_b1_fp99")
+    with pytest.raises(carb.InputError) as raised:
+        carb.load_model(cli_model).predict("basic18_w1_ds_r64_b1_fp99")
+    assert str(raised.value) == message
+    # A subject: the command line names the flag, the module the parameter.
+    with pytest.raises(carb.InputError) as raised:
+        carb.fit(db=tmp_path / "x.sqlite", drift="sometimes")
+    assert str(raised.value) == "drift must be auto, on or off"
+    assert raised.value.subject == "drift"
+    with pytest.raises(carb.InputError) as raised:
+        carb.fit(db=tmp_path / "x.sqlite", prior="median")
+    assert raised.value.subject == "prior"
+    with pytest.raises(carb.InputError, match="either a database"):
+        carb.fit()
