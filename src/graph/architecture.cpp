@@ -549,7 +549,7 @@ ImportedModel import_for_spec(const std::string& path, const std::vector<int>& r
 }
 
 // Installed while the program starts: this file is linked wherever build_network is.
-const bool kImporterInstalled = (set_model_importer(&import_for_spec), true);
+[[maybe_unused]] const bool importer_installed = (set_model_importer(&import_for_spec), true);
 
 }  // namespace
 

@@ -317,7 +317,11 @@ class SpecParser {
     for (const auto& value : values_of(node, name)) {
       const std::string text = value.Scalar();
       if (text != "true" && text != "false") {
-        fail(value, name + " values are true or false, not '" + text + "'");
+        std::string message = name;
+        message += " values are true or false, not '";
+        message += text;
+        message += "'";
+        fail(value, message);
       }
       add_unique(axis, seen, text == "true" ? 1 : 0, value, text);
     }
