@@ -2,7 +2,9 @@
 // time; prints one JSON object per key (host wall-clock median, p5, p95 of run()+sync() in ms,
 // and the device clock's median where the device has one). bench/pytorch_compare.py (CPU) and
 // bench/gpu/torch_compare.py (GPU) run it side by side with PyTorch.
-// Usage: bench_engine [--device ID] [--seconds S] [--cuda-graph] [--cudnn-find] KEY...
+// An imported architecture's keys (graph-<hash>_...) need its model file: --onnx FILE, repeated.
+// Usage: bench_engine [--device ID] [--seconds S] [--cuda-graph] [--cudnn-find] [--onnx FILE]
+//        KEY...
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -11,6 +13,7 @@
 #include <vector>
 
 #include "carb/error.hpp"
+#include "carb/graph.hpp"
 #include "carb/measure.hpp"
 #include "carb/statistics.hpp"
 
@@ -18,12 +21,14 @@ int main(int argc, char** argv) {
   double seconds = 3.0;
   std::string device_id = "cpu:0";
   carb::SessionOptions options;
-  std::vector<std::string> keys;
+  std::vector<std::string> keys, models;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--seconds") == 0 && i + 1 < argc) {
       seconds = std::stod(argv[++i]);
     } else if (std::strcmp(argv[i], "--device") == 0 && i + 1 < argc) {
       device_id = argv[++i];
+    } else if (std::strcmp(argv[i], "--onnx") == 0 && i + 1 < argc) {
+      models.emplace_back(argv[++i]);
     } else if (std::strcmp(argv[i], "--cuda-graph") == 0) {
       options.cuda_graph = true;
     } else if (std::strcmp(argv[i], "--cudnn-find") == 0) {
@@ -33,6 +38,8 @@ int main(int argc, char** argv) {
     }
   }
   try {
+    for (const std::string& model : models)
+      (void)carb::register_architecture(carb::import_model(model));
     const auto backend = carb::make_backend_for(device_id);
     const carb::Device* found = nullptr;
     for (const auto& candidate : backend->devices()) {
@@ -57,8 +64,7 @@ int main(int argc, char** argv) {
         std::vector<double> samples_ms;
         std::vector<double> device_samples_ms;
         const auto start = Clock::now();
-        while (carb::seconds_since(start) < seconds ||
-               samples_ms.size() < 10) {
+        while (carb::seconds_since(start) < seconds || samples_ms.size() < 10) {
           const auto before = Clock::now();
           session->run();
           session->sync();

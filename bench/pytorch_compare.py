@@ -9,7 +9,13 @@ convolutions through _slow_conv2d, im2col + generic BLAS) and torch.utils.mkldnn
 model and input as oneDNN tensors: oneDNN 2.6.3, the library carb uses). Needs Debian's
 python3-torch and python3-torchvision (/usr/bin/python3).
 
-Usage: bench/pytorch_compare.py BUILD_DIR [--seconds S] [--rounds R]
+With --zoo DIR it compares torchvision's other families instead (docs/onnx.md): carb runs each
+model's ONNX export DIR/<name>-bn.onnx (scripts/onnx_zoo.py, what the zoo campaign measures) and
+PyTorch the torchvision model it was exported from, at 224 px, batches 1 and 8. Where PyTorch's
+mkldnn path cannot run a model (an operator without an mkldnn kernel) its column says so and the
+NCHW path counts.
+
+Usage: bench/pytorch_compare.py BUILD_DIR [--seconds S] [--rounds R] [--zoo DIR]
 """
 import argparse
 import json
@@ -23,6 +29,9 @@ import torch
 import torchvision
 from torch.utils import mkldnn
 
+ZOO = ["mobilenet_v2", "mobilenet_v3_large", "efficientnet_b0", "regnet_x_400mf",
+       "resnext50_32x4d", "densenet121", "shufflenet_v2_x1_0", "mnasnet1_0", "vgg11",
+       "squeezenet1_1", "resnet50"]
 CASES = [  # (torchvision model, carb structure)
     ("resnet18", "basic18"),
     ("resnet50", "bottleneck50"),
@@ -47,10 +56,35 @@ def time_torch(model, batch, resolution, seconds, to_mkldnn):
     return statistics.median(samples)
 
 
-def time_carb(bench, key, seconds):
-    out = subprocess.run([bench, "--seconds", str(seconds), key], check=True,
-                         capture_output=True, text=True).stdout
+def time_carb(bench, key, seconds, onnx=None):
+    command = [bench, "--seconds", str(seconds)] + (["--onnx", onnx] if onnx else []) + [key]
+    out = subprocess.run(command, check=True, capture_output=True, text=True).stdout
     return json.loads(out.splitlines()[-1])["median_ms"]
+
+
+def onnx_key(build_dir, onnx, resolution, batch):
+    """The configuration key carb gives an export at a resolution and batch."""
+    carb = os.path.join(build_dir, "src", "cli", "carb")
+    out = subprocess.run([carb, "space", "show", "--onnx", onnx, "--resolution", str(resolution),
+                          "--batch", str(batch), "--format", "json"], check=True,
+                         capture_output=True, text=True).stdout
+    return json.loads(out)[0]["key"]
+
+
+def cases(args):
+    """(label, torchvision name, per resolution and batch: carb key, carb's --onnx file)."""
+    if not args.zoo:
+        for name, structure in CASES:
+            for resolution in RESOLUTIONS:
+                for batch in BATCHES:
+                    key = f"{structure}_w1_ds_r{resolution}_b{batch}_fp32"
+                    yield key, name, resolution, batch, key, None
+        return
+    for name in ZOO:
+        onnx = os.path.join(args.zoo, f"{name}-bn.onnx")
+        for batch in BATCHES:
+            key = onnx_key(args.build_dir, onnx, 224, batch)
+            yield f"{name} 224 px b{batch}", name, 224, batch, key, onnx
 
 
 def main():
@@ -58,6 +92,7 @@ def main():
     parser.add_argument("build_dir")
     parser.add_argument("--seconds", type=float, default=2.0)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--zoo", help="directory of scripts/onnx_zoo.py's exports")
     args = parser.parse_args()
     bench = os.path.join(args.build_dir, "bench", "bench_engine")
     threads = os.cpu_count()
@@ -66,21 +101,29 @@ def main():
           f"{threads} threads; {args.rounds} rounds of {args.seconds} s each, alternating")
     print(f"{'configuration':36} {'carb ms':>9} {'nchw ms':>9} {'mkldnn ms':>9} {'carb/best':>10}")
     ratios = []
-    for name, structure in CASES:
-        model = getattr(torchvision.models, name)().eval()
-        mkldnn_model = mkldnn.to_mkldnn(getattr(torchvision.models, name)().eval())
-        for resolution in RESOLUTIONS:
-            for batch in BATCHES:
-                key = f"{structure}_w1_ds_r{resolution}_b{batch}_fp32"
-                carb_ms, nchw_ms, mkldnn_ms = [], [], []
-                for _ in range(args.rounds):
-                    carb_ms.append(time_carb(bench, key, args.seconds))
-                    nchw_ms.append(time_torch(model, batch, resolution, args.seconds, False))
-                    mkldnn_ms.append(time_torch(mkldnn_model, batch, resolution, args.seconds, True))
-                c = statistics.median(carb_ms)
-                n, m = statistics.median(nchw_ms), statistics.median(mkldnn_ms)
-                ratios.append(c / min(n, m))
-                print(f"{key:36} {c:9.3f} {n:9.3f} {m:9.3f} {c / min(n, m):10.3f}", flush=True)
+    models = {}
+    for label, name, resolution, batch, key, onnx in cases(args):
+        if name not in models:
+            model = getattr(torchvision.models, name)().eval()
+            try:
+                converted = mkldnn.to_mkldnn(getattr(torchvision.models, name)().eval())
+                time_torch(converted, 1, 64, 0, True)
+            except Exception as error:  # pylint: disable=broad-except (any op without a kernel)
+                converted = None
+                print(f"{name}: no mkldnn path ({str(error).splitlines()[0][:80]})", flush=True)
+            models[name] = (model, converted)
+        model, mkldnn_model = models[name]
+        carb_ms, nchw_ms, mkldnn_ms = [], [], []
+        for _ in range(args.rounds):
+            carb_ms.append(time_carb(bench, key, args.seconds, onnx))
+            nchw_ms.append(time_torch(model, batch, resolution, args.seconds, False))
+            if mkldnn_model is not None:
+                mkldnn_ms.append(time_torch(mkldnn_model, batch, resolution, args.seconds, True))
+        c, n = statistics.median(carb_ms), statistics.median(nchw_ms)
+        m = statistics.median(mkldnn_ms) if mkldnn_ms else float("inf")
+        ratios.append(c / min(n, m))
+        m_text = f"{m:9.3f}" if mkldnn_ms else f"{'-':>9}"
+        print(f"{label:36} {c:9.3f} {n:9.3f} {m_text} {c / min(n, m):10.3f}", flush=True)
     print(f"geometric mean carb/best torch: {statistics.geometric_mean(ratios):.3f}; "
           f"worst: {max(ratios):.3f}")
     return 0

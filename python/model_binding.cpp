@@ -159,7 +159,8 @@ void bind_model(py::module_& m) {
           [](FitOptions& o, const std::string& text) {
             const auto mode = parse_prior_mode(text);
             if (!mode) {
-              throw Error(ErrorCategory::kUsage, "prior must be none, member or base", "prior");
+              throw Error(ErrorCategory::kUsage, "prior must be none, member, base or additive",
+                          "prior");
             }
             o.prior = *mode;
           })

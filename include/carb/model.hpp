@@ -68,8 +68,12 @@ struct Dataset {
   std::vector<std::vector<double>> y;  ///< per target, per row; NaN = not measured
   /// Per target: why it has no value at all (e.g. the store's energy NULL reason), else empty.
   std::vector<std::string> missing_reason;
-  std::vector<int> batch;          ///< per row; 0 when the data has no batch size
-  std::vector<int> stratum;        ///< per row: the split's stratum (batch tier x depth tier)
+  std::vector<int> batch;    ///< per row; 0 when the data has no batch size
+  std::vector<int> stratum;  ///< per row: the split's stratum (batch tier x depth tier)
+  /// Per row: the network family, what leave-family-out holds out (FitOptions::hold_out): an
+  /// imported architecture's name (e.g. "mobilenet_v2-bn"), "resnet" for carb's ResNet knobs;
+  /// empty for a table.
+  std::vector<std::string> family;
   std::string device_fingerprint;  ///< of the store's device; empty for a table
   std::string device_name;
   /// Configurations measured more than once, each a row of their median (combine_repeated).
@@ -160,6 +164,10 @@ enum class PriorMode {
   kNone,    ///< trees only
   kMember,  ///< a fourth blend member
   kBase,    ///< the base the trees correct: trees fit the prior's log residuals
+  /// The additive layer-cost prior is the base the trees correct, for latency and energy (sums
+  /// over layers, so it carries to network families the trees never saw); other targets keep
+  /// the ridge as their base.
+  kAdditive,
 };
 std::string_view to_string(PriorMode mode);
 std::optional<PriorMode> parse_prior_mode(std::string_view text);
@@ -173,8 +181,8 @@ struct FitOptions {
   double coverage = 0.9;  ///< nominal coverage of the prediction intervals
   bool cascade = true;
   bool corrector = false;  // measured not to pay on the reference campaign (docs/benchmarks.md)
-  PriorMode prior = PriorMode::kBase;
-  int threads = 0;  ///< XGBoost threads; 0 = all cores
+  PriorMode prior = PriorMode::kAdditive;  ///< docs/model.md, "Priors"
+  int threads = 0;                         ///< XGBoost threads; 0 = all cores
   double learning_rate = 0.1;
   int max_rounds = 2000;           ///< boosting rounds at most; early stopping usually ends sooner
   int early_stopping_rounds = 40;  ///< on the validation split
@@ -185,6 +193,9 @@ struct FitOptions {
   double train_fraction = 0.70, validation_fraction = 0.075, calibration_fraction = 0.075;
   /// Test on batch <= 8 only and train on batch > 8 (leave-low-batch-out).
   bool leave_low_batch_out = false;
+  /// Leave-family-out: the rows of these families (Dataset::family) are the test rows, the model
+  /// is fitted on the others (and its training domain is theirs). Empty: a stratified split.
+  std::vector<std::string> hold_out;
   bool baselines = true;  ///< also fit and score the baselines (fit reports them)
 };
 

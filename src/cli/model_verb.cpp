@@ -153,7 +153,7 @@ struct FitCommand {
   DataOptions data;
   std::string output;
   std::string format = "table";
-  std::string prior = "base";
+  std::string prior = "additive";
   bool no_cascade = false;
   bool corrector = false;
   FitOptions options;
@@ -166,6 +166,9 @@ struct FitCommand {
 void run_transfer(const FitCommand& command) {
   if (!command.data.table.empty()) {
     throw Error(ErrorCategory::kUsage, "--from transfers to a device's measurements: give --db");
+  }
+  if (!command.options.hold_out.empty()) {
+    throw Error(ErrorCategory::kUsage, "--hold-out fits from scratch: it does not go with --from");
   }
   if (command.choose != "spread" && command.choose != "random") {
     throw Error(ErrorCategory::kUsage, "--choose must be spread or random");
@@ -299,8 +302,11 @@ void run_fit(FitCommand& command) {
     return;
   }
   if (command.rows > 0) throw Error(ErrorCategory::kUsage, "--rows goes with --from");
+  if (!command.options.hold_out.empty() && command.options.leave_low_batch_out) {
+    throw Error(ErrorCategory::kUsage, "--hold-out and --leave-low-batch-out: choose one");
+  }
   const auto prior = parse_prior_mode(command.prior);
-  if (!prior) throw Error(ErrorCategory::kUsage, "--prior must be none, member or base");
+  if (!prior) throw Error(ErrorCategory::kUsage, "--prior must be none, member, base or additive");
   command.options.prior = *prior;
   command.options.cascade = !command.no_cascade;
   command.options.corrector = command.corrector;
@@ -332,7 +338,15 @@ void run_fit(FitCommand& command) {
               << " times in all; each row is the median of its configuration's\n";
   }
   for (const std::string& note : report.notes) std::cerr << "note: " << note << "\n";
-  std::cerr << "test split (" << 100 * command.options.coverage << "% intervals):\n";
+  if (command.options.hold_out.empty()) {
+    std::cerr << "test split (" << 100 * command.options.coverage << "% intervals):\n";
+  } else {
+    std::string families;
+    for (const std::string& f : command.options.hold_out)
+      families += (families.empty() ? "" : ", ") + f;
+    std::cerr << "held-out families, never fitted on (" << families << "; "
+              << 100 * command.options.coverage << "% intervals):\n";
+  }
   print_scores(report.scores, predictor, format);
   std::cerr << "wrote " << command.output << "\n";
 }
@@ -566,7 +580,8 @@ void add_model_verbs(CLI::App& app) {
   fit_verb->add_option("--seed", fit->options.seed, "seed of the split and the learners");
   fit_verb->add_option("--coverage", fit->options.coverage, "interval coverage (default 0.9)");
   fit_verb->add_option("--prior", fit->prior,
-                       "ridge prior: base (trees correct it), member, or none");
+                       "base the trees correct: base (the ridge), additive (the layer-cost prior, "
+                       "for latency and energy), member (a blend member), or none");
   fit_verb->add_flag("--no-cascade", fit->no_cascade, "fit each target on its own");
   fit_verb->add_flag("--corrector", fit->corrector,
                      "add the low-batch corrector (off: it did not pay, docs/model.md)");
@@ -577,6 +592,11 @@ void add_model_verbs(CLI::App& app) {
   fit_verb->add_option("--threads", fit->options.threads, "XGBoost threads (0: all cores)");
   fit_verb->add_flag("--leave-low-batch-out", fit->options.leave_low_batch_out,
                      "train on batch > 8, test on batch <= 8");
+  fit_verb
+      ->add_option("--hold-out", fit->options.hold_out,
+                   "leave-family-out: test on these network families (comma-separated: an "
+                   "imported architecture's name, or resnet), train on the rest")
+      ->delimiter(',');
   fit_verb->add_option("--from", fit->from,
                        "transfer: fit the database's device from this model of another device");
   fit_verb->add_option("--rows", fit->rows,

@@ -188,6 +188,7 @@ Dataset subset(const Dataset& data, const std::vector<std::size_t>& indices) {
     }
     out.batch.push_back(data.batch[i]);
     out.stratum.push_back(data.stratum[i]);
+    if (i < data.family.size()) out.family.push_back(data.family[i]);
     for (std::size_t t = 0; t < data.targets.size(); ++t) out.y[t].push_back(data.y[t][i]);
   }
   return out;
@@ -321,6 +322,7 @@ Dataset dataset_from_measurements(const std::vector<MeasuredTargets>& measured,
     data.ids.push_back(row.configuration_key);
     data.batch.push_back(config.batch);
     data.stratum.push_back(stratum_of(config));
+    data.family.push_back(config.imported() ? architecture_name(config) : "resnet");
     const double nan = std::nan("");
     data.y[0].push_back(row.engine_peak_bytes ? static_cast<double>(*row.engine_peak_bytes) : nan);
     data.y[1].push_back(row.energy_j.value_or(nan));

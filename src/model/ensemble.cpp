@@ -7,7 +7,10 @@
 #include <map>
 #include <numeric>
 #include <random>
+#include <set>
 #include <thread>
+
+#include "carb/error.hpp"
 
 namespace carb::model_detail {
 
@@ -148,6 +151,20 @@ void apply_corrector(const TargetModel& model, const Matrix& m, const int* batch
   for (std::size_t k = 0; k < low.size(); ++k) values[low[k]] += kDamping * corrections[k];
 }
 
+// The base the trees of `model` correct, in log1p space, for a row of its matrix (`cols` wide).
+double base_of(const TargetModel& model, const float* row, std::size_t cols) {
+  switch (model.prior_mode) {
+    case PriorMode::kBase:
+      return model.prior.predict(row);
+    case PriorMode::kAdditive:
+      return row[cols - 1];  // the additive prior's log1p prediction
+    case PriorMode::kNone:
+    case PriorMode::kMember:
+      break;
+  }
+  return 0;
+}
+
 // Trains the members of a specialist on `train` rows (early stopping on `validation`, or a fixed
 // round count per member when `rounds` is given).
 void train_members(TargetModel& model, const Matrix& m, const std::vector<double>& y,
@@ -158,8 +175,7 @@ void train_members(TargetModel& model, const Matrix& m, const std::vector<double
   const auto labels_of = [&](const std::vector<std::size_t>& rows, const Matrix& sub) {
     std::vector<float> labels;
     for (std::size_t k = 0; k < rows.size(); ++k) {
-      const double base =
-          model.prior_mode == PriorMode::kBase ? model.prior.predict(sub.row(k)) : 0;
+      const double base = base_of(model, sub.row(k), sub.cols);
       labels.push_back(static_cast<float>(y[rows[k]] - base));
     }
     return labels;
@@ -191,21 +207,47 @@ void train_members(TargetModel& model, const Matrix& m, const std::vector<double
 
 }  // namespace
 
+bool held_out(const Dataset& data, const FitOptions& options, std::size_t row) {
+  if (options.hold_out.empty() || row >= data.family.size()) return false;
+  return std::find(options.hold_out.begin(), options.hold_out.end(), data.family[row]) !=
+         options.hold_out.end();
+}
+
+void check_hold_out(const Dataset& data, const FitOptions& options) {
+  if (options.hold_out.empty()) return;
+  if (data.family.size() != data.rows()) {
+    throw Error(ErrorCategory::kUsage,
+                "leave-family-out needs a carb database: a table's rows name no family",
+                "hold-out");
+  }
+  const std::set<std::string> families(data.family.begin(), data.family.end());
+  for (const std::string& name : options.hold_out) {
+    if (families.count(name) != 0) continue;
+    std::string known;
+    for (const std::string& family : families) known += (known.empty() ? "" : ", ") + family;
+    throw Error(ErrorCategory::kInput,
+                "no rows of family '" + name + "' to hold out; the data's families: " + known,
+                "hold-out");
+  }
+}
+
 std::vector<Role> split_rows(const Dataset& data, const FitOptions& options) {
   std::mt19937_64 random(options.seed);
   std::map<int, std::vector<std::size_t>> strata;
   for (std::size_t i = 0; i < data.rows(); ++i) {
     const bool low = data.batch[i] > 0 && data.batch[i] <= kLowBatch;
-    const int stratum =
-        options.leave_low_batch_out ? (low ? -1 : data.stratum[i]) : data.stratum[i];
+    const bool held = held_out(data, options, i);
+    const int stratum = (options.leave_low_batch_out && low) || held ? -1 : data.stratum[i];
     strata[stratum].push_back(i);
   }
   std::vector<Role> roles(data.rows(), Role::kTrain);
   const double train = options.train_fraction;
   const double validation = options.validation_fraction;
   const double calibration = options.calibration_fraction;
-  // Leave-low-batch-out: every low-batch row is a test row, the rest are split without a test.
-  const double kept = options.leave_low_batch_out ? train + validation + calibration : 1.0;
+  // Leave-low-batch-out and leave-family-out: the left-out rows are the test rows, the rest are
+  // split without a test.
+  const bool leave_out = options.leave_low_batch_out || !options.hold_out.empty();
+  const double kept = leave_out ? train + validation + calibration : 1.0;
   for (auto& [stratum, rows] : strata) {
     if (stratum == -1) {
       for (std::size_t i : rows) roles[i] = Role::kTest;
@@ -261,9 +303,7 @@ Matrix target_matrix(const TargetModel& model, const float* x, std::size_t rows,
 std::vector<std::vector<double>> member_predictions(const TargetModel& model, const Matrix& m) {
   const std::size_t rows = m.rows();
   std::vector<double> base(rows, 0);
-  if (model.prior_mode == PriorMode::kBase) {
-    for (std::size_t i = 0; i < rows; ++i) base[i] = model.prior.predict(m.row(i));
-  }
+  for (std::size_t i = 0; i < rows; ++i) base[i] = base_of(model, m.row(i), m.cols);
   std::vector<std::vector<double>> out;
   for (const Member& member : model.members) {
     std::vector<double> values(rows);
@@ -299,6 +339,10 @@ std::vector<double> cheap_log(const TargetModel& model, const Matrix& m) {
   for (const Member& member : model.members) {
     if (member.kind == LearnerKind::kRidge) ridge = &member;
   }
+  if (model.prior_mode == PriorMode::kAdditive) {
+    for (std::size_t i = 0; i < m.rows(); ++i) values[i] = base_of(model, m.row(i), m.cols);
+    return values;
+  }
   if (model.prior_mode == PriorMode::kBase || ridge != nullptr) {
     const Ridge& prior = ridge != nullptr ? ridge->ridge : model.prior;
     for (std::size_t i = 0; i < m.rows(); ++i) values[i] = prior.predict(m.row(i));
@@ -325,12 +369,13 @@ double conformal_half_width(const std::vector<double>& measured,
 
 TargetFit fit_target(const TargetInfo& info, const Matrix& m, const std::vector<double>& y,
                      const std::vector<Role>& roles, const Dataset& data, const FitOptions& options,
-                     bool corrector) {
+                     bool corrector, bool additive) {
   TargetFit fit;
   TargetModel& model = fit.model;
   model.info = info;
   model.available = true;
-  model.prior_mode = options.prior;
+  model.prior_mode =
+      options.prior == PriorMode::kAdditive && !additive ? PriorMode::kBase : options.prior;
   for (LearnerKind kind : {LearnerKind::kDepthwise, LearnerKind::kLeafwise, LearnerKind::kForest}) {
     model.members.push_back(Member{kind, 0, {}, {}});
   }

@@ -26,6 +26,11 @@ enum class Role { kTrain, kValidation, kCalibration, kTest };
 // rounding. Our own Fisher-Yates over mt19937_64 (fully specified by the standard), so the same
 // seed splits the same way with any standard library.
 std::vector<Role> split_rows(const Dataset& data, const FitOptions& options);
+/// Whether row `row` belongs to a family FitOptions::hold_out names (leave-family-out).
+bool held_out(const Dataset& data, const FitOptions& options, std::size_t row);
+/// Throws carb::Error when FitOptions::hold_out names a family the data has no rows of (the
+/// message lists those it has), or the data names no families (a table).
+void check_hold_out(const Dataset& data, const FitOptions& options);
 
 // The rows of `role` where `y` is measured (not NaN).
 std::vector<std::size_t> rows_with(const std::vector<Role>& roles, Role role,
@@ -47,8 +52,10 @@ struct TargetModel {
   std::vector<std::size_t> upstream;  // targets whose log1p predictions are extra features
   std::vector<std::size_t> columns;   // the features its learners see, in order; empty: all
   PriorMode prior_mode = PriorMode::kNone;
-  Ridge prior;        // when prior_mode is kBase
-  Additive additive;  // empty when the target has none; its prediction is the last extra column
+  Ridge prior;  // when prior_mode is kBase
+  // Empty when the target has none; its prediction is the last extra column (the base of
+  // prior_mode kAdditive).
+  Additive additive;
   std::vector<Member> members;
   xgb::Booster corrector;  // empty when skipped
   double half_width = 0;   // conformal half-width, log1p space
@@ -98,10 +105,11 @@ struct TargetFit {
 };
 
 // Fits a target's specialist on the rows of `m` by `roles`: members, blend weights, the
-// low-batch corrector when `corrector`, and the conformal half-width.
+// low-batch corrector when `corrector`, and the conformal half-width. `additive`: `m`'s last
+// column is the target's additive prior (PriorMode::kAdditive's base; without it the ridge is).
 TargetFit fit_target(const TargetInfo& info, const Matrix& m, const std::vector<double>& y,
                      const std::vector<Role>& roles, const Dataset& data, const FitOptions& options,
-                     bool corrector);
+                     bool corrector, bool additive);
 
 // Out-of-fold log1p predictions of a fitted target for its training rows: each fold's members
 // are retrained (same round counts, prior and weights) on the other folds.

@@ -138,6 +138,7 @@ json PredictorFactory::to_json(const Predictor& predictor) {
                      {"early_stopping_rounds", self.options.early_stopping_rounds},
                      {"forest_trees", self.options.forest_trees},
                      {"leave_low_batch_out", self.options.leave_low_batch_out}};
+  if (!self.options.hold_out.empty()) file["options"]["hold_out"] = self.options.hold_out;
   json targets = json::array();
   for (const TargetModel& model : self.models) {
     json target = {{"name", model.info.name},
@@ -328,6 +329,9 @@ Predictor PredictorFactory::from_json(const json& file, const std::string& origi
     impl->options.early_stopping_rounds = integer_of<int>(options.at("early_stopping_rounds"));
     impl->options.forest_trees = integer_of<int>(options.at("forest_trees"));
     impl->options.leave_low_batch_out = options.at("leave_low_batch_out").get<bool>();
+    if (options.contains("hold_out")) {
+      impl->options.hold_out = options.at("hold_out").get<std::vector<std::string>>();
+    }
     const std::size_t width = impl->feature_names.size();
     for (const json& target : file.at("targets")) {
       TargetModel model;

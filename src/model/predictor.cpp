@@ -23,12 +23,15 @@ std::string_view to_string(PriorMode mode) {
       return "member";
     case PriorMode::kBase:
       return "base";
+    case PriorMode::kAdditive:
+      return "additive";
   }
   return "?";
 }
 
 std::optional<PriorMode> parse_prior_mode(std::string_view text) {
-  for (PriorMode mode : {PriorMode::kNone, PriorMode::kMember, PriorMode::kBase}) {
+  for (PriorMode mode :
+       {PriorMode::kNone, PriorMode::kMember, PriorMode::kBase, PriorMode::kAdditive}) {
     if (to_string(mode) == text) return mode;
   }
   return std::nullopt;
@@ -120,7 +123,8 @@ std::vector<std::array<double, 4>> Predictor::additive_parts(const float* x, std
   std::vector<std::array<double, 4>> parts;
   if (t >= impl_->models.size() || !impl_->models[t].available) return parts;
   const TargetModel& model = impl_->models[t];
-  if (model.additive.empty()) return parts;
+  // Memory's additive prior (PriorMode::kAdditive) has no layer terms to split.
+  if (model.additive.empty() || model.info.name == "memory") return parts;
   const std::size_t cols = impl_->feature_names.size();
   parts.resize(rows);
   for (std::size_t i = 0; i < rows; ++i) {
@@ -183,7 +187,16 @@ Predictor Predictor::fit(const Dataset& data, const FitOptions& options, FitRepo
   impl->schema = data.schema;
   impl->feature_names = data.feature_names;
   impl->targets = data.targets;
-  impl->domain = TrainingDomain::of(data);
+  model_detail::check_hold_out(data, options);
+  if (options.hold_out.empty()) {
+    impl->domain = TrainingDomain::of(data);
+  } else {  // the held-out families lie outside what the model saw
+    std::vector<std::size_t> kept;
+    for (std::size_t i = 0; i < data.rows(); ++i) {
+      if (!model_detail::held_out(data, options, i)) kept.push_back(i);
+    }
+    impl->domain = TrainingDomain::of(subset(data, kept));
+  }
   impl->device_fingerprint = data.device_fingerprint;
   impl->device_name = data.device_name;
   impl->instances = data.instances;
@@ -267,12 +280,17 @@ Predictor Predictor::fit(const Dataset& data, const FitOptions& options, FitRepo
     }
     if (time_like(data, t)) {
       shape.additive = Additive::columns_of(data.feature_names);
+    } else if (options.prior == PriorMode::kAdditive && data.schema == kArchitectureSchema) {
+      shape.additive = Additive::memory_columns_of(data.feature_names);
+    }
+    if (!shape.additive.empty()) {
       std::vector<double> linear;
       for (double value : data.y[t]) linear.push_back(scales[t] * value);
       shape.additive.fit(data.x.data(), data.cols(), rows_with(roles, Role::kTrain, y[t]), linear);
     }
     const Matrix m = target_matrix(shape, data.x.data(), data.rows(), data.cols(), upstream_logs);
-    TargetFit fit = fit_target(data.targets[t], m, y[t], roles, data, options, options.corrector);
+    TargetFit fit = fit_target(data.targets[t], m, y[t], roles, data, options, options.corrector,
+                               !shape.additive.empty());
     fit.model.upstream = upstream;
     fit.model.additive = std::move(shape.additive);
     fit.model.columns = std::move(shape.columns);

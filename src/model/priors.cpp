@@ -77,6 +77,18 @@ Additive Additive::columns_of(const std::vector<std::string>& names) {
   return additive;
 }
 
+Additive Additive::memory_columns_of(const std::vector<std::string>& names) {
+  Additive additive;
+  for (const char* wanted : {"log_param_bytes", "log_activation_bytes", "log_peak_activation_bytes",
+                             "log_analytic_peak_bytes"}) {
+    const auto found = std::find(names.begin(), names.end(), wanted);
+    if (found == names.end()) continue;
+    additive.columns.push_back(static_cast<std::size_t>(found - names.begin()));
+    additive.logged.push_back(true);
+  }
+  return additive;
+}
+
 void Additive::fit(const float* x, std::size_t cols, const std::vector<std::size_t>& rows,
                    const std::vector<double>& y) {
   const std::size_t k = columns.size() + 1;  // + the intercept
@@ -128,12 +140,17 @@ json Additive::to_json(const std::vector<std::string>& names) const {
 }
 
 Additive Additive::from_json(const json& j, const std::vector<std::string>& names) {
+  // The terms are those of columns_of (latency, energy) or memory_columns_of (memory).
   Additive additive = columns_of(names);
-  j.at("intercept").get_to(additive.intercept);
   const json& terms = j.at("coef");
-  if (terms.size() != additive.columns.size()) {
+  if (additive.columns.empty() || terms.size() != additive.columns.size() ||
+      !terms.contains(names[additive.columns[0]])) {
+    additive = memory_columns_of(names);
+  }
+  if (additive.columns.empty() || terms.size() != additive.columns.size()) {
     throw std::invalid_argument("additive prior: its terms differ from the features");
   }
+  j.at("intercept").get_to(additive.intercept);
   for (std::size_t c = 0; c < additive.columns.size(); ++c) {
     additive.coef.push_back(terms.at(names[additive.columns[c]]).get<double>());
   }

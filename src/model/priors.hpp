@@ -56,6 +56,10 @@ struct Additive {
 
   // The columns of the per-layer-class totals in a feature list (none for a table).
   static Additive columns_of(const std::vector<std::string>& names);
+  // Peak memory's: the weights' bytes, the activations' (all, the analytic peak's and the
+  // analytic peak with the weights), so value ~ intercept + sum of non-negative multiples of
+  // them (none for a table).
+  static Additive memory_columns_of(const std::vector<std::string>& names);
 
   // Fits the coefficients on `rows` of `x` (`cols` wide) to linear targets `y` (> 0):
   // min sum_i ((prediction_i - y_i) / y_i)^2 subject to coef >= 0, by projected coordinate

@@ -7,10 +7,12 @@
 #include <cmath>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <system_error>
 
 #include "carb/backend.hpp"
 #include "carb/error.hpp"
+#include "carb/graph.hpp"
 #include "carb/report.hpp"
 #include "carb/statistics.hpp"
 
@@ -227,10 +229,11 @@ TargetCharacterization characterize_target(Target target, const DeviceCampaign& 
 }
 
 // The knobs a ratio between two devices is grouped by, each as a number to order its values by
-// and the text a configuration key spells it with.
+// and the text a configuration key spells it with; nullopt where a configuration has no such
+// knob (an imported architecture has no block, width or stem of carb's ResNets).
 struct Knob {
   const char* name;
-  double (*order)(const Config&);
+  std::optional<double> (*order)(const Config&);
   std::string (*text)(const Config&);
 };
 
@@ -241,19 +244,25 @@ std::string shortest(double value) {
   return {buffer.data(), end};
 }
 
+std::optional<double> resnet_only(const Config& c, double value) {
+  return c.imported() ? std::nullopt : std::optional<double>(value);
+}
+
 constexpr Knob kRatioKnobs[] = {
-    {"batch", [](const Config& c) { return static_cast<double>(c.batch); },
+    {"architecture", [](const Config&) -> std::optional<double> { return 0.0; },
+     [](const Config& c) { return c.imported() ? architecture_name(c) : std::string("resnet"); }},
+    {"batch", [](const Config& c) -> std::optional<double> { return c.batch; },
      [](const Config& c) { return std::to_string(c.batch); }},
-    {"width", [](const Config& c) { return c.width_multiplier; },
+    {"width", [](const Config& c) { return resnet_only(c, c.width_multiplier); },
      [](const Config& c) { return shortest(c.width_multiplier); }},
-    {"resolution", [](const Config& c) { return static_cast<double>(c.resolution); },
+    {"resolution", [](const Config& c) -> std::optional<double> { return c.resolution; },
      [](const Config& c) { return std::to_string(c.resolution); }},
-    {"depth", [](const Config& c) { return static_cast<double>(c.depth()); },
+    {"depth", [](const Config& c) { return resnet_only(c, c.depth()); },
      [](const Config& c) { return std::to_string(c.depth()); }},
-    {"block", [](const Config& c) { return static_cast<double>(static_cast<int>(c.block)); },
+    {"block", [](const Config& c) { return resnet_only(c, static_cast<int>(c.block)); },
      [](const Config& c) { return std::string(to_string(c.block)); }},
     {"precision",
-     [](const Config& c) { return static_cast<double>(static_cast<int>(c.precision)); },
+     [](const Config& c) -> std::optional<double> { return static_cast<int>(c.precision); },
      [](const Config& c) { return std::string(to_string(c.precision)); }},
 };
 
@@ -261,15 +270,15 @@ std::vector<RatioGroup> ratios_by_knob(const std::vector<const Config*>& configs
                                        const std::vector<double>& ratios) {
   std::vector<RatioGroup> out;
   for (const Knob& knob : kRatioKnobs) {
-    std::map<double, std::pair<std::string, std::vector<double>>> groups;
+    // Ordered by the knob's number, then its text (the architectures, which share one number).
+    std::map<std::pair<double, std::string>, std::vector<double>> groups;
     for (std::size_t i = 0; i < configs.size(); ++i) {
-      auto& group = groups[knob.order(*configs[i])];
-      if (group.first.empty()) group.first = knob.text(*configs[i]);
-      group.second.push_back(ratios[i]);
+      const std::optional<double> order = knob.order(*configs[i]);
+      if (order) groups[{*order, knob.text(*configs[i])}].push_back(ratios[i]);
     }
     if (groups.size() < 2) continue;
     for (const auto& [order, group] : groups) {
-      out.push_back({knob.name, group.first, group.second.size(), geometric_mean(group.second)});
+      out.push_back({knob.name, order.second, group.size(), geometric_mean(group)});
     }
   }
   return out;

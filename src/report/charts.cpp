@@ -7,6 +7,7 @@
 #include <set>
 
 #include "carb/error.hpp"
+#include "carb/graph.hpp"
 #include "report_html.hpp"
 
 namespace carb::report_detail {
@@ -129,11 +130,23 @@ std::string escape_html(std::string_view text) {
   return out;
 }
 
+// A configuration's knobs for the charts' data. An imported architecture has no block, width or
+// stem of carb's ResNets: null there (the charts skip nulls), and its name as the architecture.
 json knobs(const Config& config) {
-  return {{"block", to_string(config.block)},        {"depth", config.depth()},
-          {"width", config.width_multiplier},        {"early_downsample", config.early_downsample},
-          {"resolution", config.resolution},         {"batch", config.batch},
-          {"precision", to_string(config.precision)}};
+  json out = {{"depth", config.depth()},
+              {"resolution", config.resolution},
+              {"batch", config.batch},
+              {"precision", to_string(config.precision)}};
+  if (config.imported()) {
+    out["architecture"] = architecture_name(config);
+    for (const char* knob : {"block", "width", "early_downsample"}) out[knob] = nullptr;
+  } else {
+    out["architecture"] = std::string(to_string(config.block)) + std::to_string(config.depth());
+    out["block"] = to_string(config.block);
+    out["width"] = config.width_multiplier;
+    out["early_downsample"] = config.early_downsample;
+  }
+  return out;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -226,8 +239,6 @@ void add_overview(Page& page, const CampaignData& data) {
 
   json grid = unit_spec("Measured configurations by architecture and resolution");
   grid["data"] = {{"name", "measurements"}};
-  grid["transform"] =
-      json::array({{{"calculate", "datum.block + datum.depth"}, {"as", "architecture"}}});
   grid["mark"] = "rect";
   grid["encoding"] = {
       {"x", {{"field", "resolution"}, {"type", "ordinal"}, {"title", "input resolution (px)"}}},
@@ -235,7 +246,7 @@ void add_overview(Page& page, const CampaignData& data) {
        {{"field", "architecture"},
         {"type", "ordinal"},
         {"sort", {{"field", "depth"}}},
-        {"title", "block and depth"}}},
+        {"title", "architecture (block and depth, or an imported model)"}}},
       {"color", {{"aggregate", "count"}, {"type", "quantitative"}, {"title", "configurations"}}},
       {"tooltip",
        json::array(
@@ -612,7 +623,7 @@ json screening_point(const ScreenResult& result, std::size_t i, std::size_t rank
                      const std::vector<Target>& targets) {
   const ScreenCandidate& c = result.pool[i];
   json point = {{"key", c.key},
-                {"set", rank > 0                       ? kFrontSet
+                {"set", rank > 0                      ? kFrontSet
                         : result.assessed[i].feasible ? "feasible"
                                                       : "over budget"},
                 {"p_feasible", result.assessed[i].probability},
@@ -641,8 +652,8 @@ json value_axis(const ValueObjective& value) {
   if (value.name == "params" || value.name == "macs" || value.name == "flops") {
     return log_axis("value", title);
   }
-  return {{"field", "value"}, {"type", "quantitative"}, {"title", title},
-          {"scale", {{"zero", false}}}};
+  return {
+      {"field", "value"}, {"type", "quantitative"}, {"title", title}, {"scale", {{"zero", false}}}};
 }
 
 }  // namespace
@@ -772,7 +783,8 @@ void add_screening(Page& page, const ReportInput& input) {
   if (result.value) {
     for (Target target : targets) charts.push_back({target, std::nullopt});
   } else {
-    for (std::size_t k = 1; k < targets.size(); ++k) charts.push_back({targets.front(), targets[k]});
+    for (std::size_t k = 1; k < targets.size(); ++k)
+      charts.push_back({targets.front(), targets[k]});
     if (charts.empty()) charts.push_back({targets.front(), std::nullopt});
   }
   const std::string front = "datum.set == '" + std::string(kFrontSet) + "'";
@@ -782,9 +794,10 @@ void add_screening(Page& page, const ReportInput& input) {
     const std::string xf = display_field(x);
     const std::string yf = y ? display_field(*y) : result.value ? "value" : "p_feasible";
     const json y_axis =
-        y              ? log_axis(yf, "predicted " + display_label(*y))
-        : result.value ? value_axis(*result.value)
-                       : json{{"field", yf}, {"type", "quantitative"}, {"title", "P(meets every budget)"}};
+        y ? log_axis(yf, "predicted " + display_label(*y))
+        : result.value
+            ? value_axis(*result.value)
+            : json{{"field", yf}, {"type", "quantitative"}, {"title", "P(meets every budget)"}};
     json layers = json::array();
     // The other candidates small, the front on top of them and larger.
     for (const bool on_front : {false, true}) {
@@ -882,8 +895,9 @@ void add_screening(Page& page, const ReportInput& input) {
     const std::string y_name = y              ? std::string(to_string(*y))
                                : result.value ? result.value->name
                                               : std::string("probability");
-    json spec = unit_spec("Screening: " + (result.value ? y_name + " vs " + std::string(to_string(x))
-                                                        : std::string(to_string(x)) + " vs " + y_name));
+    json spec =
+        unit_spec("Screening: " + (result.value ? y_name + " vs " + std::string(to_string(x))
+                                                : std::string(to_string(x)) + " vs " + y_name));
     spec["width"] = 520;
     spec["height"] = 360;
     spec["layer"] = std::move(layers);

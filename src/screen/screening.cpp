@@ -117,8 +117,8 @@ ValueObjective read_value_file(const std::string& path, const std::string& colum
       throw at(line, value_column, "'" + cell + "' is not a number");
     }
     if (const auto [it, inserted] = first_line.emplace(key, line); !inserted) {
-      throw at(line, key_column, key + " has a value already (line " + std::to_string(it->second) +
-                                     ")");
+      throw at(line, key_column,
+               key + " has a value already (line " + std::to_string(it->second) + ")");
     }
     value.values[key] = number;
   }
@@ -140,7 +140,8 @@ std::optional<double> objective_value(const ValueObjective& value,
   }
   const auto feature = [&](std::string_view name) -> std::optional<double> {
     const std::size_t f = feature_index(feature_names, name);
-    if (f == std::string::npos) return std::nullopt;
+    // NaN: a knob the configuration does not have (an imported architecture's width).
+    if (f == std::string::npos || std::isnan(row[f])) return std::nullopt;
     return static_cast<double>(row[f]);
   };
   const auto exp_of = [](std::optional<double> log1p) -> std::optional<double> {
@@ -251,8 +252,8 @@ void check_request(const Predictor& model, const Predictor* stage1, ScreenReques
   }
   for (Target target : request.costs) {
     if (const std::string why = available(target); !why.empty()) {
-      throw Error(ErrorCategory::kInput, "objective " + std::string(to_string(target)) +
-                                             " cannot be predicted: " + why);
+      throw Error(ErrorCategory::kInput,
+                  "objective " + std::string(to_string(target)) + " cannot be predicted: " + why);
     }
   }
   for (const Budget& budget : request.budgets) {
@@ -549,8 +550,8 @@ class Pass {
   const std::map<std::string, MeasuredValues>* measured_;
   ScreenResult& out_;
   bool budget_prune_;
-  std::vector<std::uint64_t> meeting_;                       // per budget, stage-1 meeting it
-  std::vector<std::pair<std::string, double>> closest_;      // per budget, the closest
+  std::vector<std::uint64_t> meeting_;                   // per budget, stage-1 meeting it
+  std::vector<std::pair<std::string, double>> closest_;  // per budget, the closest
   std::uint64_t missing_value_ = 0;
   std::string first_missing_;
   std::size_t pruned_size_ = 0;  // the pool's size after the last prune
@@ -558,8 +559,8 @@ class Pass {
 
 }  // namespace
 
-ScreenResult screen(const Predictor& model, const Predictor* stage1,
-                    const CandidateSet& candidates, const ScreenRequest& request,
+ScreenResult screen(const Predictor& model, const Predictor* stage1, const CandidateSet& candidates,
+                    const ScreenRequest& request,
                     const std::map<std::string, MeasuredValues>* measured) {
   CARB_CHECK(!request.costs.empty(), "a request checked by check_request");
   ScreenResult out;
@@ -614,11 +615,10 @@ ScreenResult screen(const Predictor& model, const Predictor* stage1,
   const std::uint64_t screened = counts.configurations - counts.outside_constraints;
   if (screened == 0) {
     throw Error(ErrorCategory::kInput,
-                "the space is empty: " +
-                    (counts.configurations == 0
-                         ? std::string("it has no configurations")
-                         : "all " + std::to_string(counts.configurations) +
-                               " configurations break its constraints"));
+                "the space is empty: " + (counts.configurations == 0
+                                              ? std::string("it has no configurations")
+                                              : "all " + std::to_string(counts.configurations) +
+                                                    " configurations break its constraints"));
   }
   pass.check_values(screened);
   pass.prune(pass.keep_for(screened));
@@ -693,8 +693,7 @@ json prediction_json(const TargetPrediction& p) {
 
 }  // namespace
 
-json screen_result_json(const ScreenResult& result,
-                        const std::vector<std::string>& feature_names) {
+json screen_result_json(const ScreenResult& result, const std::vector<std::string>& feature_names) {
   json budgets = json::array();
   for (const Budget& b : result.budgets) {
     budgets.push_back({{"target", to_string(b.target)},
@@ -739,8 +738,7 @@ json screen_result_json(const ScreenResult& result,
           {"targets", targets},
           {"budgets", budgets},
           {"costs", costs},
-          {"value", result.value ? json{{"name", result.value->name},
-                                        {"file", result.value->file}}
+          {"value", result.value ? json{{"name", result.value->name}, {"file", result.value->file}}
                                  : json(nullptr)},
           {"rank", to_string(result.rank)},
           {"domain_policy", to_string(result.domain_policy)},
@@ -811,7 +809,8 @@ ScreenResult screen_result_from_json(const json& j, const std::string& origin) {
     r.counts.outranked = n.at("stage1_outranked").get<std::uint64_t>();
     r.counts.overlap_kept = n.at("stage1_kept_by_overlap").get<std::uint64_t>();
     r.counts.outside_domain = n.at("outside_training_domain").get<std::uint64_t>();
-    r.counts.excluded_outside_domain = n.at("excluded_outside_training_domain").get<std::uint64_t>();
+    r.counts.excluded_outside_domain =
+        n.at("excluded_outside_training_domain").get<std::uint64_t>();
     r.first_outside = j.at("first_outside_domain").get<std::string>();
     r.predictions.assign(r.targets.size(), {});
     std::vector<std::pair<std::size_t, std::size_t>> ranks;  // (rank, pool index)
@@ -848,7 +847,8 @@ ScreenResult screen_result_from_json(const json& j, const std::string& origin) {
         r.measured.resize(i + 1, false);
         r.measured[i] = c.at("measured").get<bool>();
       }
-      if (!c.at("front_rank").is_null()) ranks.emplace_back(c.at("front_rank").get<std::size_t>(), i);
+      if (!c.at("front_rank").is_null())
+        ranks.emplace_back(c.at("front_rank").get<std::size_t>(), i);
       r.pool.push_back(std::move(candidate));
     }
     if (!r.measured.empty()) r.measured.resize(r.pool.size(), false);

@@ -482,6 +482,57 @@ TEST(Fit, LeaveLowBatchOutTestsOnlyLowBatches) {
   EXPECT_EQ(report.test_rows, low);
 }
 
+// A table's rows with families assigned as a store's rows have them: every fifth row "b".
+Dataset with_families(Dataset data) {
+  data.family.clear();
+  for (std::size_t i = 0; i < data.rows(); ++i) data.family.push_back(i % 5 == 0 ? "b" : "a");
+  return data;
+}
+
+TEST(Fit, HoldOutTestsOnlyTheHeldOutFamilyAndFitsTheRest) {
+  const Dataset data =
+      with_families(dataset_from_table(parse_csv(known_table(400), "t.csv"), known_spec()));
+  FitOptions options = quick_options();
+  options.hold_out = {"b"};
+  options.baselines = false;
+  FitReport report;
+  const Predictor predictor = Predictor::fit(data, options, &report);
+  EXPECT_EQ(report.test_rows, 80U);
+  EXPECT_EQ(report.train_rows + report.validation_rows + report.calibration_rows, 320U);
+  // None of the held-out rows was fitted on.
+  ASSERT_EQ(report.fitted_ids.size(), 320U);
+  for (std::size_t i = 0; i < data.rows(); i += 5) {
+    EXPECT_EQ(std::count(report.fitted_ids.begin(), report.fitted_ids.end(), data.ids[i]), 0)
+        << data.ids[i];
+  }
+  // The model file says what was held out.
+  const std::string text = predictor.to_json_text();
+  EXPECT_NE(text.find("\"hold_out\""), std::string::npos);
+  const Predictor reloaded = Predictor::from_json_text(text, "held.json");
+  EXPECT_EQ(reloaded.to_json_text(), text);
+}
+
+TEST(Fit, HoldOutOfAnUnknownFamilyListsTheFamilies) {
+  const Dataset data =
+      with_families(dataset_from_table(parse_csv(known_table(100), "t.csv"), known_spec()));
+  FitOptions options = quick_options();
+  options.hold_out = {"mobilenet"};
+  try {
+    (void)Predictor::fit(data, options, nullptr);
+    FAIL() << "held out a family with no rows";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.exit_code(), 2);
+    EXPECT_NE(std::string(e.what()).find("no rows of family 'mobilenet' to hold out; the data's "
+                                         "families: a, b"),
+              std::string::npos)
+        << e.what();
+  }
+  // A table names no families at all.
+  Dataset table = dataset_from_table(parse_csv(known_table(100), "t.csv"), known_spec());
+  options.hold_out = {"a"};
+  EXPECT_THROW((void)Predictor::fit(table, options, nullptr), Error);
+}
+
 // The value of the architecture feature `name` in `row`.
 float feature_of(const std::vector<float>& row, const std::string& name) {
   const auto& names = architecture_feature_names();
@@ -601,17 +652,31 @@ TEST(Fit, TheAdditivePriorRecoversAnAdditiveLatency) {
   FitReport report;
   const Predictor predictor = Predictor::fit(data, quick_options(), &report);
   // Latency is exactly additive in the totals: the additive prior alone is nearly exact, far
-  // better than FLOPs alone; the ridge, which sees its prediction, is as good.
+  // better than FLOPs alone; the trees that correct it (the default base) keep it so.
   const Metrics& additive = scores_of(report.scores, "additive-prior", "latency");
   EXPECT_LT(additive.mape, 0.5);
   EXPECT_GT(scores_of(report.scores, "flops-loglinear", "latency").mape, 10 * additive.mape);
-  EXPECT_LT(scores_of(report.scores, "ridge-prior", "latency").mape, 0.5);
+  EXPECT_LT(scores_of(report.scores, "carb", "latency").mape, 1.0);
+  // With the ridge as the base instead, the ridge, which sees the prior's prediction, is as good.
+  FitOptions ridge_base = quick_options();
+  ridge_base.prior = PriorMode::kBase;
+  FitReport ridge_report;
+  (void)Predictor::fit(data, ridge_base, &ridge_report);
+  EXPECT_LT(scores_of(ridge_report.scores, "ridge-prior", "latency").mape, 0.5);
 
   const auto file = nlohmann::json::parse(predictor.to_json_text());
   const auto& memory = file.at("targets").at(0);
   const auto& latency = file.at("targets").at(2);
-  // Memory keeps the whole-network features and has no additive prior.
-  EXPECT_TRUE(memory.at("additive_prior").is_null());
+  // Memory keeps the whole-network features; its additive prior (the base of the default
+  // PriorMode::kAdditive) is over the weights' and activations' bytes, not the layer classes.
+  const auto& memory_terms = memory.at("additive_prior").at("coef");
+  EXPECT_EQ(memory_terms.size(), 4u);
+  EXPECT_TRUE(memory_terms.contains("log_param_bytes"));
+  EXPECT_TRUE(memory_terms.contains("log_peak_activation_bytes"));
+  // With the ridge as the base, memory has no additive prior.
+  const auto ridge_file =
+      nlohmann::json::parse(Predictor::fit(data, ridge_base, nullptr).to_json_text());
+  EXPECT_TRUE(ridge_file.at("targets").at(0).at("additive_prior").is_null());
   EXPECT_EQ(memory.at("features").size(), 22u);
   EXPECT_FALSE(latency.contains("features"));
   const auto& coef = latency.at("additive_prior").at("coef");

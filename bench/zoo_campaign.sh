@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# The zoo campaign (issue: any CNN via ONNX; docs/onnx.md "The zoo campaign", figures in
+# docs/benchmarks.md "Zoo campaign"): torchvision's CNN families, exported to ONNX with their
+# batch norms kept (scripts/onnx_zoo.py, weights=None), measured on this machine's CPU engine at
+# 5 resolutions x 5 batches, beside a stratified sample of cpu-demo.yaml's ResNets measured on the
+# same host in the same run, so that one predictor sees both without pooling two hosts.
+#   bash bench/zoo_campaign.sh [out-dir (out/zoo)] [ResNet sample size (300)]
+# Writes out-dir/zoo.sqlite (resumable: run it again to finish an interrupted campaign). A quiet
+# machine matters: latency on these VMs moves with anything else running.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+carb=${CARB:-build/src/cli/carb}
+out=${1:-out/zoo}
+resnets=${2:-300}
+exports=${ZOO_EXPORTS:-build/onnx-zoo}
+mkdir -p "$out"
+/usr/bin/python3 scripts/onnx_zoo.py "$exports" >/dev/null
+exports=$(cd "$exports" && pwd)
+families="mobilenet_v2 mobilenet_v3_large efficientnet_b0 regnet_x_400mf resnext50_32x4d
+          densenet121 shufflenet_v2_x1_0 mnasnet1_0 squeezenet1_1 resnet50"
+{
+  echo "name: zoo"
+  echo "models:"
+  for f in $families; do echo "  - $exports/$f-bn.onnx"; done
+  echo "resolution: [96, 128, 160, 192, 224]"
+  echo "batch: [1, 2, 4, 8, 16]"
+} > "$out/zoo.yaml"
+# VGG's classifier expects the 7x7 map of a 224-px input: one resolution.
+{
+  echo "name: zoo-vgg"
+  echo "models:"
+  echo "  - $exports/vgg11-bn.onnx"
+  echo "resolution: 224"
+  echo "batch: [1, 2, 4, 8, 16]"
+} > "$out/zoo-vgg.yaml"
+db="$out/zoo.sqlite"
+$carb profile --spec examples/spaces/cpu-demo.yaml --sample "$resnets" --seed 1 \
+  --sampling stratified --db "$db"
+$carb profile --spec "$out/zoo.yaml" --db "$db"
+$carb profile --spec "$out/zoo-vgg.yaml" --db "$db"

@@ -1,0 +1,134 @@
+// Imported networks through the whole tool, as a user runs it: the zoo campaign
+// (data/cpu-zoo.sqlite.xz: torchvision's families measured on carb's CPU engine beside a ResNet
+// sample) fitted with one family held out, then predict, screen, characterize and report on
+// imported configurations, from the fixture's ONNX exports (scripts/onnx_zoo.py).
+#include <gtest/gtest.h>
+#include <sqlite3.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "run.hpp"
+#include "zoo.hpp"
+
+namespace {
+
+using carb_test::CommandResult;
+using carb_test::run;
+using carb_test::zoo_file;
+
+class ZooModelCli : public testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    // ctest runs each test in its own process, two at a time: names unique to this process.
+    start = testing::TempDir() + "zoo-model-cli-" + std::to_string(::getpid());
+    db = start + ".sqlite";
+    model = start + ".json";
+    const std::string unpack =
+        "xz -dc " + std::string(CARB_SOURCE_DIR) + "/data/cpu-zoo.sqlite.xz > " + db;
+    ASSERT_EQ(std::system(unpack.c_str()), 0);
+    fit = run("fit --db " + db + " --hold-out squeezenet1_1-bn -o " + model +
+                  " --forest-trees 16 --threads 1 --format json",
+              false);
+  }
+  static std::string start, db, model;
+  static CommandResult fit;
+};
+std::string ZooModelCli::start, ZooModelCli::db, ZooModelCli::model;
+CommandResult ZooModelCli::fit;
+
+// The carb row of a fit's or evaluation's scores for `target`.
+nlohmann::json carb_scores(const nlohmann::json& scores, const std::string& target) {
+  for (const auto& s : scores) {
+    if (s.at("method") == "carb" && s.at("target") == target) return s.at("metrics");
+  }
+  ADD_FAILURE() << "no carb scores of " << target;
+  return {};
+}
+
+TEST_F(ZooModelCli, HoldsOutAFamilyAndPredictsItFromTheOthers) {
+  ASSERT_EQ(fit.exit_code, 0) << fit.out;
+  const auto summary = nlohmann::json::parse(fit.out);
+  EXPECT_EQ(summary.at("rows"), 555);
+  // The test rows are squeezenet's 25 (5 resolutions x 5 batches), none of them fitted on.
+  const nlohmann::json latency = carb_scores(summary.at("scores"), "latency");
+  EXPECT_EQ(latency.at("n"), 25);
+  // A family never seen: the additive layer-cost base keeps the error bounded (the ridge base
+  // extrapolated squeezenet to thousands of times its latency) and the order right.
+  EXPECT_LT(latency.at("mape").get<double>(), 50.0);
+  EXPECT_GT(latency.at("spearman").get<double>(), 0.95);
+  EXPECT_LT(carb_scores(summary.at("scores"), "memory").at("mape").get<double>(), 30.0);
+
+  const CommandResult unknown =
+      run("fit --db " + db + " --hold-out lenet -o " + start + "-bad.json");
+  EXPECT_EQ(unknown.exit_code, 2) << unknown.out;
+  EXPECT_NE(unknown.out.find("no rows of family 'lenet' to hold out; the data's families: "
+                             "densenet121-bn, efficientnet_b0-bn,"),
+            std::string::npos)
+      << unknown.out;
+}
+
+TEST_F(ZooModelCli, PredictsAndScreensASpaceOfModelFiles) {
+  if (const std::string why = carb_test::zoo_missing(); !why.empty()) GTEST_SKIP() << why;
+  ASSERT_EQ(fit.exit_code, 0) << fit.out;
+  const std::string spec = start + "-models.yaml";
+  std::ofstream(spec) << "name: two-models\nmodels:\n  - " << zoo_file("squeezenet1_1-bn.onnx")
+                      << "\n  - " << zoo_file("mobilenet_v2-bn.onnx")
+                      << "\nresolution: [96, 160]\nbatch: [1, 4]\n";
+  const CommandResult predicted =
+      run("predict --model " + model + " --spec " + spec + " --format json", false);
+  ASSERT_EQ(predicted.exit_code, 0) << predicted.out;
+  const auto rows = nlohmann::json::parse(predicted.out);
+  ASSERT_EQ(rows.size(), 8U) << predicted.out;
+  for (const auto& row : rows) {
+    EXPECT_EQ(row.at("key").get<std::string>().rfind("graph-", 0), 0U) << row;
+    EXPECT_GT(row.at("latency_ms").get<double>(), 0) << row;
+    EXPECT_GT(row.at("memory_B").get<double>(), 0) << row;
+    EXPECT_LE(row.at("latency_ms_low").get<double>(), row.at("latency_ms").get<double>()) << row;
+  }
+
+  const std::string front = start + "-front.csv";
+  const CommandResult screened = run("screen --model " + model + " --spec " + spec +
+                                     " --budget 'latency<=1000ms' -o " + front);
+  ASSERT_EQ(screened.exit_code, 0) << screened.out;
+  EXPECT_NE(screened.out.find("screened 8 configurations"), std::string::npos) << screened.out;
+  const std::string csv = carb_test::slurp(front);
+  EXPECT_NE(csv.find("graph-"), std::string::npos) << csv;
+}
+
+TEST_F(ZooModelCli, CharacterizesAndReportsImportedNetworksByName) {
+  ASSERT_EQ(fit.exit_code, 0) << fit.out;
+  // The same campaign as if a second device had measured it at other speeds: the ratio between
+  // the devices is grouped by architecture, the imported networks by their names.
+  const std::string other = start + "-other.sqlite";
+  std::filesystem::copy_file(db, other, std::filesystem::copy_options::overwrite_existing);
+  carb_test::sql(other, "UPDATE devices SET fingerprint = fingerprint || ';copy'");
+  carb_test::sql(other,
+                 "UPDATE measurements SET wall_median_ms = wall_median_ms * 2, wall_mean_ms = "
+                 "wall_mean_ms * 2, wall_p5_ms = wall_p5_ms * 2, wall_p95_ms = wall_p95_ms * 2");
+  const CommandResult characterized =
+      run("characterize --db " + db + " --db " + other + " --no-fit --json", false);
+  ASSERT_EQ(characterized.exit_code, 0) << characterized.out;
+  EXPECT_NE(characterized.out.find("\"knob\": \"architecture\",\n       \"value\": "
+                                   "\"mobilenet_v2-bn\""),
+            std::string::npos);
+  EXPECT_NE(characterized.out.find("\"knob\": \"architecture\",\n       \"value\": \"resnet\""),
+            std::string::npos);
+  // Imported networks have no width: the width groups hold the ResNet sample's rows only.
+  EXPECT_EQ(characterized.out.find("\"knob\": \"block\",\n       \"value\": \"basic\",\n"
+                                   "       \"rows\": 555"),
+            std::string::npos);
+
+  const std::string html = start + "-report.html";
+  const CommandResult reported = run("report --db " + db + " --model " + model + " -o " + html);
+  ASSERT_EQ(reported.exit_code, 0) << reported.out;
+  const std::string page = carb_test::slurp(html);
+  EXPECT_NE(page.find("mobilenet_v2-bn"), std::string::npos);
+  EXPECT_NE(page.find("densenet121-bn"), std::string::npos);
+}
+
+}  // namespace
