@@ -4,9 +4,10 @@
 For each configuration, alternately: carb (bench_engine, one process per round) and PyTorch
 (torchvision's resnet18/resnet50, eval mode, inference_mode, fp32), each timed for the same number
 of seconds after a warm-up; the medians of the rounds are compared. PyTorch is timed in its two
-eager CPU paths and the faster one counts: plain NCHW tensors (Debian's torch 1.13 then runs most
-convolutions through _slow_conv2d, im2col + generic BLAS) and torch.utils.mkldnn.to_mkldnn (the
-model and input as oneDNN tensors: oneDNN 2.6.3, the library carb uses). Needs Debian's
+eager CPU paths and the fastest one counts: plain NCHW tensors (Debian's torch 1.13 then runs most
+convolutions through _slow_conv2d, im2col + generic BLAS), channels-last tensors (model and input
+in torch.channels_last, which ATen sends to oneDNN) and torch.utils.mkldnn.to_mkldnn (the model
+and input as oneDNN tensors: oneDNN 2.6.3, the library carb uses). Needs Debian's
 python3-torch and python3-torchvision (/usr/bin/python3).
 
 With --zoo DIR it compares torchvision's other families instead (docs/onnx.md): carb runs each
@@ -15,7 +16,7 @@ PyTorch the torchvision model it was exported from, at 224 px, batches 1 and 8. 
 mkldnn path cannot run a model (an operator without an mkldnn kernel) its column says so and the
 NCHW path counts.
 
-Usage: bench/pytorch_compare.py BUILD_DIR [--seconds S] [--rounds R] [--zoo DIR]
+Usage: bench/pytorch_compare.py BUILD_DIR [--seconds S] [--rounds R] [--zoo DIR [--only M,...]]
 """
 import argparse
 import json
@@ -40,10 +41,12 @@ RESOLUTIONS = [64, 224]
 BATCHES = [1, 8]
 
 
-def time_torch(model, batch, resolution, seconds, to_mkldnn):
+def time_torch(model, batch, resolution, seconds, layout):
     x = torch.rand(batch, 3, resolution, resolution) * 2 - 1
-    if to_mkldnn:
+    if layout == "mkldnn":
         x = x.to_mkldnn()
+    elif layout == "channels_last":
+        x = x.contiguous(memory_format=torch.channels_last)
     with torch.inference_mode():
         for _ in range(5):
             model(x)
@@ -81,6 +84,8 @@ def cases(args):
                     yield key, name, resolution, batch, key, None
         return
     for name in ZOO:
+        if args.only and name not in args.only.split(","):
+            continue
         onnx = os.path.join(args.zoo, f"{name}-bn.onnx")
         for batch in BATCHES:
             key = onnx_key(args.build_dir, onnx, 224, batch)
@@ -93,37 +98,45 @@ def main():
     parser.add_argument("--seconds", type=float, default=2.0)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--zoo", help="directory of scripts/onnx_zoo.py's exports")
+    parser.add_argument("--only", help="with --zoo: these models only (comma-separated)")
     args = parser.parse_args()
     bench = os.path.join(args.build_dir, "bench", "bench_engine")
     threads = os.cpu_count()
     torch.set_num_threads(threads)
     print(f"torch {torch.__version__} (mkldnn {torch.backends.mkldnn.is_available()}), "
           f"{threads} threads; {args.rounds} rounds of {args.seconds} s each, alternating")
-    print(f"{'configuration':36} {'carb ms':>9} {'nchw ms':>9} {'mkldnn ms':>9} {'carb/best':>10}")
+    print(f"{'configuration':36} {'carb ms':>9} {'nchw ms':>9} {'cl ms':>9} {'mkldnn ms':>9} "
+          f"{'carb/best':>10}")
     ratios = []
     models = {}
     for label, name, resolution, batch, key, onnx in cases(args):
         if name not in models:
             model = getattr(torchvision.models, name)().eval()
+            channels_last = getattr(torchvision.models, name)().eval().to(
+                memory_format=torch.channels_last)
             try:
                 converted = mkldnn.to_mkldnn(getattr(torchvision.models, name)().eval())
-                time_torch(converted, 1, 64, 0, True)
-            except Exception as error:  # pylint: disable=broad-except (any op without a kernel)
+                time_torch(converted, 1, resolution, 0, "mkldnn")
+            except Exception as error:  # pylint: disable=broad-except (an op without a kernel)
                 converted = None
                 print(f"{name}: no mkldnn path ({str(error).splitlines()[0][:80]})", flush=True)
-            models[name] = (model, converted)
-        model, mkldnn_model = models[name]
-        carb_ms, nchw_ms, mkldnn_ms = [], [], []
+            models[name] = (model, channels_last, converted)
+        model, channels_last, mkldnn_model = models[name]
+        carb_ms, nchw_ms, cl_ms, mkldnn_ms = [], [], [], []
         for _ in range(args.rounds):
             carb_ms.append(time_carb(bench, key, args.seconds, onnx))
-            nchw_ms.append(time_torch(model, batch, resolution, args.seconds, False))
+            nchw_ms.append(time_torch(model, batch, resolution, args.seconds, "nchw"))
+            cl_ms.append(time_torch(channels_last, batch, resolution, args.seconds,
+                                    "channels_last"))
             if mkldnn_model is not None:
-                mkldnn_ms.append(time_torch(mkldnn_model, batch, resolution, args.seconds, True))
-        c, n = statistics.median(carb_ms), statistics.median(nchw_ms)
+                mkldnn_ms.append(time_torch(mkldnn_model, batch, resolution, args.seconds,
+                                            "mkldnn"))
+        c, n, l = (statistics.median(v) for v in (carb_ms, nchw_ms, cl_ms))
         m = statistics.median(mkldnn_ms) if mkldnn_ms else float("inf")
-        ratios.append(c / min(n, m))
+        best = min(n, l, m)
+        ratios.append(c / best)
         m_text = f"{m:9.3f}" if mkldnn_ms else f"{'-':>9}"
-        print(f"{label:36} {c:9.3f} {n:9.3f} {m_text} {c / min(n, m):10.3f}", flush=True)
+        print(f"{label:36} {c:9.3f} {n:9.3f} {l:9.3f} {m_text} {c / best:10.3f}", flush=True)
     print(f"geometric mean carb/best torch: {statistics.geometric_mean(ratios):.3f}; "
           f"worst: {max(ratios):.3f}")
     return 0
