@@ -341,11 +341,13 @@ void run_fit(FitCommand& command) {
   if (command.options.hold_out.empty()) {
     std::cerr << "test split (" << 100 * command.options.coverage << "% intervals):\n";
   } else {
-    std::string families;
-    for (const std::string& f : command.options.hold_out)
-      families += (families.empty() ? "" : ", ") + f;
-    std::cerr << "held-out families, never fitted on (" << families << "; "
-              << 100 * command.options.coverage << "% intervals):\n";
+    std::cerr << "held-out families, never fitted on (";
+    const char* separator = "";
+    for (const std::string& family : command.options.hold_out) {
+      std::cerr << separator << family;
+      separator = ", ";
+    }
+    std::cerr << "; " << 100 * command.options.coverage << "% intervals):\n";
   }
   print_scores(report.scores, predictor, format);
   std::cerr << "wrote " << command.output << "\n";

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <limits>
@@ -14,7 +15,6 @@
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
-#include <filesystem>
 
 #include "carb/campaign.hpp"
 #include "carb/error.hpp"
@@ -79,6 +79,10 @@ void report_screen(const ScreenCommand& command, const ScreenSetup& setup,
 
   // The shortlist: the ranked front, best first, at most --top.
   std::vector<std::string> columns = {"rank", "key"};
+  // Imported networks' keys name a hash: a column names the architecture beside it.
+  const bool named = std::any_of(pool.begin(), pool.end(),
+                                 [](const auto& c) { return parse_key(c.key).imported(); });
+  if (named) columns.emplace_back("architecture");
   if (result.value) columns.push_back(value_column(result));
   columns.emplace_back("p_feasible");
   std::vector<std::size_t> shown_targets;
@@ -94,6 +98,7 @@ void report_screen(const ScreenCommand& command, const ScreenSetup& setup,
   const std::size_t shown = std::min(command.top, result.ranked.size());
   const auto cells_of = [&](std::size_t i) {
     std::vector<Cell> row = {pool[i].key};
+    if (named) row.emplace_back(architecture_name(parse_key(pool[i].key)));
     if (result.value) row.emplace_back(pool[i].value.value_or(0));
     row.emplace_back(result.assessed[i].probability);
     for (std::size_t t : shown_targets) {
@@ -138,8 +143,7 @@ void report_screen(const ScreenCommand& command, const ScreenSetup& setup,
     std::cerr << "  training domain: " << counts.outside_domain << " of "
               << candidates - counts.over_budget
               << " candidates (those not confidently over budget) lie outside the data "
-              << command.model
-              << " was fitted on (first: " << result.first_outside << "): "
+              << command.model << " was fitted on (first: " << result.first_outside << "): "
               << (result.domain_policy == DomainPolicy::kExclude
                       ? "excluded, as their predictions extrapolate"
                   : result.domain_policy == DomainPolicy::kWiden
@@ -178,9 +182,9 @@ void report_screen(const ScreenCommand& command, const ScreenSetup& setup,
     const std::vector<std::size_t> ranks = result.front_ranks();
     auto csv = make_row_writer(Format::kCsv, candidate_columns, file);
     for (std::size_t i = 0; i < pool.size(); ++i) {
-      std::vector<Cell> row = {pool[i].key, result.assessed[i].feasible,
-                               ranks[i] > 0 ? Cell(static_cast<std::int64_t>(ranks[i]))
-                                            : Cell(std::string())};
+      std::vector<Cell> row = {
+          pool[i].key, result.assessed[i].feasible,
+          ranks[i] > 0 ? Cell(static_cast<std::int64_t>(ranks[i])) : Cell(std::string())};
       const std::vector<Cell> rest = cells_of(i);
       row.insert(row.end(), rest.begin() + 1, rest.end());
       csv->row(row);
@@ -321,14 +325,14 @@ void run_refine(const ScreenCommand& command, ScreenSetup& setup) {
             << ", acquisition " << command.acquire << ", " << cell_text(result.seconds) << " s)\n";
   nlohmann::json rounds = nlohmann::json::array();
   for (const RefineRound& round : result.rounds) rounds.push_back(refine_round_json(round));
-  report_screen(command, setup, result.screen,
-                {{"refine",
-                  {{"acquire", command.acquire},
-                   {"replay", command.replay},
-                   {"refit_model", options.refit_output},
-                   {"true_front", result.true_front ? nlohmann::json(*result.true_front)
-                                                    : nlohmann::json()},
-                   {"rounds", rounds}}}});
+  report_screen(
+      command, setup, result.screen,
+      {{"refine",
+        {{"acquire", command.acquire},
+         {"replay", command.replay},
+         {"refit_model", options.refit_output},
+         {"true_front", result.true_front ? nlohmann::json(*result.true_front) : nlohmann::json()},
+         {"rounds", rounds}}}});
 }
 
 void run_screen(const ScreenCommand& command) {
@@ -388,15 +392,17 @@ Shortlist read_shortlist(const std::string& path) {
     out.safe = result.safe;
     out.domain = result.domain_policy;
     if (result.value) {
-      out.value = result.value->analytic() ? analytic_value(result.value->name)
-                                           : read_value_file(result.value->file, result.value->name);
+      out.value = result.value->analytic()
+                      ? analytic_value(result.value->name)
+                      : read_value_file(result.value->file, result.value->name);
     }
     for (std::size_t r = 0; r < result.ranked.size(); ++r) {
       const std::size_t i = result.ranked_pool_index(r);
       out.keys.push_back(result.pool[i].key);
       for (std::size_t t = 0; t < result.targets.size(); ++t) {
         const auto target = parse_target(result.targets[t].name);
-        if (target) out.predictions[static_cast<std::size_t>(*target)].push_back(result.predictions[t][i]);
+        if (target)
+          out.predictions[static_cast<std::size_t>(*target)].push_back(result.predictions[t][i]);
       }
     }
     for (auto& p : out.predictions) p.resize(out.keys.size());
@@ -533,9 +539,8 @@ void run_validate(const ValidateCommand& command) {
       }
     }
     std::cerr << "budget classification over " << configs.size() << " measured configurations ("
-              << outside << " outside the training domain, " << truly_feasible
-              << " truly feasible" << (options.safe ? "; safe: by interval upper ends" : "")
-              << "):\n";
+              << outside << " outside the training domain, " << truly_feasible << " truly feasible"
+              << (options.safe ? "; safe: by interval upper ends" : "") << "):\n";
     for (std::size_t p = 0; p < policies.size(); ++p) {
       const Tally& t = tallies[p];
       std::cerr << "  outside-domain " << to_string(policies[p]) << ": accuracy "
@@ -677,8 +682,9 @@ void add_screen_verbs(CLI::App& app) {
   auto validate = std::make_shared<ValidateCommand>();
   CLI::App* vverb =
       app.add_subcommand("validate", "check a shortlist against measurements (or measure it now)");
-  vverb->add_option("--shortlist", validate->shortlist,
-                    "carb screen's --json result (or its -o CSV: costs only)")
+  vverb
+      ->add_option("--shortlist", validate->shortlist,
+                   "carb screen's --json result (or its -o CSV: costs only)")
       ->required();
   vverb->add_option("--db", validate->db, "database of measurements")->required();
   vverb->add_option("--device", validate->device, "device fingerprint in the database");

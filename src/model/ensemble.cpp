@@ -223,11 +223,14 @@ void check_hold_out(const Dataset& data, const FitOptions& options) {
   const std::set<std::string> families(data.family.begin(), data.family.end());
   for (const std::string& name : options.hold_out) {
     if (families.count(name) != 0) continue;
-    std::string known;
-    for (const std::string& family : families) known += (known.empty() ? "" : ", ") + family;
-    throw Error(ErrorCategory::kInput,
-                "no rows of family '" + name + "' to hold out; the data's families: " + known,
-                "hold-out");
+    std::string message = "no rows of family '" + name + "' to hold out; the data's families: ";
+    const char* separator = "";
+    for (const std::string& family : families) {
+      message += separator;
+      message += family;
+      separator = ", ";
+    }
+    throw Error(ErrorCategory::kInput, message, "hold-out");
   }
 }
 

@@ -96,6 +96,10 @@ TEST_F(ZooModelCli, PredictsAndScreensASpaceOfModelFiles) {
                                      " --budget 'latency<=1000ms' -o " + front);
   ASSERT_EQ(screened.exit_code, 0) << screened.out;
   EXPECT_NE(screened.out.find("screened 8 configurations"), std::string::npos) << screened.out;
+  // The shortlist names each imported network beside its hash key.
+  EXPECT_NE(screened.out.find("rank  key"), std::string::npos) << screened.out;
+  EXPECT_NE(screened.out.find("architecture"), std::string::npos) << screened.out;
+  EXPECT_NE(screened.out.find("squeezenet1_1-bn"), std::string::npos) << screened.out;
   const std::string csv = carb_test::slurp(front);
   EXPECT_NE(csv.find("graph-"), std::string::npos) << csv;
 }
