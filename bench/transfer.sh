@@ -9,7 +9,7 @@
 #             fitted on the same K rows ("scale");
 #   full      carb fit on the target alone, scored on its own test split (15%).
 # Per target: MAPE, Spearman and 90% interval coverage, mean over the seeds (min-max).
-#   bash bench/transfer.sh [out-dir (out/bench-transfer)] [quick]
+#   [SEEDS="1 2 3"] bash bench/transfer.sh [out-dir (out/bench-transfer)] [quick]
 # Cases: the AMD reference campaign <-> the Intel rounds campaign (both shipped), and the AMD
 # reference -> the local campaign (data/cpu-local-transfer.sqlite.xz), whose held-out space
 # (examples/spaces/cpu-heldout.yaml, knob values between cpu-demo's) gives the unseen-knob rows;
@@ -23,7 +23,7 @@ out=${1:-out/bench-transfer}
 quick=${2:-}
 cases=${CASES:-amd-intel intel-amd amd-local unseen carb-torch amd-torch}
 mkdir -p "$out"
-seeds="1 2 3 4 5 6 7 8 9 10"
+seeds=${SEEDS:-1 2 3 4 5 6 7 8 9 10}
 ks="8 16 32 64 128 all"
 if [ -n "$quick" ]; then seeds="1 2"; ks="8 16"; fi
 wanted() { [[ " $cases " == *" $1 "* ]]; }
@@ -40,6 +40,7 @@ import sqlite3, sys
 out = sys.argv[1]
 for engine, keep_torch in (("carb", False), ("torch", True)):
     db = sqlite3.connect(f"{out}/engines-{engine}.sqlite")
+    db.execute("PRAGMA foreign_keys = ON")  # a measurement's samples go with it
     drop = ("SELECT id FROM devices WHERE instr(fingerprint, 'PyTorch') " +
             ("= 0" if keep_torch else "> 0"))
     for table in ("measurements", "drift_probes"):
@@ -61,6 +62,7 @@ keys = subprocess.run([sys.argv[2], "space", "list", "--spec", "examples/spaces/
                       capture_output=True, text=True, check=True).stdout.split()
 for part, keep_heldout in (("seen", False), ("unseen", True)):
     db = sqlite3.connect(f"{out}/local-{part}.sqlite")
+    db.execute("PRAGMA foreign_keys = ON")  # a measurement's samples go with it
     db.execute("CREATE TEMP TABLE heldout (key TEXT PRIMARY KEY)")
     db.executemany("INSERT OR IGNORE INTO heldout VALUES (?)", [(k,) for k in keys])
     db.execute("DELETE FROM measurements WHERE configuration_key " +

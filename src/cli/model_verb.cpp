@@ -366,11 +366,16 @@ struct PredictCommand {
 void run_predict(const PredictCommand& command) {
   const Predictor predictor = Predictor::load(command.model);
   const Format format = parse_format(command.format);
-  const int sources = (!command.selection.spec.empty() ? 1 : 0) +
+  // With keys, --spec only imports the spec's model files, so that the keys of its imported
+  // architectures resolve.
+  const bool keyed = !command.selection.keys_file.empty() || !command.keys.empty();
+  const int sources = (!command.selection.spec.empty() && !keyed ? 1 : 0) +
                       (!command.selection.keys_file.empty() ? 1 : 0) +
                       (!command.keys.empty() ? 1 : 0) + (!command.table.empty() ? 1 : 0);
-  if (sources != 1) {
-    throw Error(ErrorCategory::kUsage, "give exactly one of --spec, --keys, --table or KEY...");
+  if (sources != 1 || (keyed && command.selection.sample > 0)) {
+    throw Error(ErrorCategory::kUsage,
+                "give exactly one of --spec [--sample], --keys, --table or KEY... (--spec with "
+                "--keys or KEY... imports its model files for their keys)");
   }
   std::vector<std::string> ids;
   std::vector<float> x;
@@ -391,6 +396,9 @@ void run_predict(const PredictCommand& command) {
     if (predictor.schema() != kArchitectureSchema) {
       throw Error(ErrorCategory::kUsage,
                   command.model + " was fitted on a table: predict with --table");
+    }
+    if (keyed && !command.selection.spec.empty()) {
+      (void)Space::from_file(command.selection.spec);  // imports its model files
     }
     if (!command.keys.empty()) {
       for (const std::string& key : command.keys) configs.push_back(parse_key(key));
@@ -614,7 +622,9 @@ void add_model_verbs(CLI::App& app) {
   CLI::App* predict_verb = app.add_subcommand(
       "predict", "predict energy, latency and memory, with intervals, for configurations");
   predict_verb->add_option("--model", predict->model, "model file")->required();
-  predict_verb->add_option("--spec", predict->selection.spec, "design-space spec (YAML)");
+  predict_verb->add_option("--spec", predict->selection.spec,
+                           "design-space spec (YAML); with --keys or KEY..., only its model "
+                           "files are imported, so that their keys resolve");
   predict_verb->add_option("--sample", predict->selection.sample, "N configurations of the spec");
   predict_verb->add_option("--seed", predict->selection.seed, "seed of the sample");
   predict_verb->add_option("--keys", predict->selection.keys_file, "file of configuration keys");

@@ -90,6 +90,22 @@ TEST_F(ZooModelCli, PredictsAndScreensASpaceOfModelFiles) {
     EXPECT_GT(row.at("memory_B").get<double>(), 0) << row;
     EXPECT_LE(row.at("latency_ms_low").get<double>(), row.at("latency_ms").get<double>()) << row;
   }
+  // One of those keys again: alone it names an architecture this run never imported; with the
+  // spec its model files are imported and it predicts as above.
+  const std::string key = rows.at(3).at("key").get<std::string>();
+  const CommandResult alone = run("predict --model " + model + " " + key);
+  EXPECT_EQ(alone.exit_code, 2) << alone.out;
+  EXPECT_NE(alone.out.find("is not loaded: import its model file"), std::string::npos) << alone.out;
+  const CommandResult keyed =
+      run("predict --model " + model + " --spec " + spec + " --format json " + key, false);
+  ASSERT_EQ(keyed.exit_code, 0) << keyed.out;
+  const auto one = nlohmann::json::parse(keyed.out);
+  ASSERT_EQ(one.size(), 1U) << keyed.out;
+  EXPECT_EQ(one.at(0).at("key"), key);
+  EXPECT_DOUBLE_EQ(one.at(0).at("latency_ms").get<double>(),
+                   rows.at(3).at("latency_ms").get<double>());
+  EXPECT_EQ(run("predict --model " + model + " --spec " + spec + " --sample 2 " + key).exit_code,
+            2);
 
   const std::string front = start + "-front.csv";
   const CommandResult screened = run("screen --model " + model + " --spec " + spec +
