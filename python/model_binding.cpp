@@ -32,9 +32,10 @@ void add_prediction_columns(const Predictor& model, const Predictions& predictio
   columns["unavailable"] = unavailable;
 }
 
-// Where each row stands against the model's training domain.
+// Where each row stands against the model's training domain (and, given the rows' `configs`,
+// their network families).
 void add_domain_columns(const Predictor& model, const std::vector<float>& x, std::size_t n,
-                        py::dict& columns) {
+                        const std::vector<Config>& configs, py::dict& columns) {
   auto inside = new_array<bool>(n);
   auto ratio = new_array<double>(n);
   bool* in = inside.mutable_data();
@@ -42,7 +43,10 @@ void add_domain_columns(const Predictor& model, const std::vector<float>& x, std
   const std::size_t width = model.feature_names().size();
   without_gil([&] {
     for (std::size_t i = 0; i < n; ++i) {
-      const DomainJudgement judgement = model.training_domain().judge(x.data() + i * width);
+      const float* row = x.data() + i * width;
+      const DomainJudgement judgement =
+          configs.size() == n ? model.training_domain().judge(row, family_of(configs[i]))
+                              : model.training_domain().judge(row);
       in[i] = judgement.inside;
       r[i] = judgement.distance_ratio;
     }
@@ -65,7 +69,7 @@ py::dict predict_rows(const Predictor& model, const FeatureRows& rows, std::size
   });
   py::dict columns;
   add_prediction_columns(model, predictions, n, columns);
-  if (domain) add_domain_columns(model, rows.x, n, columns);
+  if (domain) add_domain_columns(model, rows.x, n, configs, columns);
   columns["memory_planned"] = planned;
   columns["engine"] = engine;
   return columns;

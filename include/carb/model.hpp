@@ -265,6 +265,9 @@ struct DomainJudgement {
   /// How far outside its range the farthest feature lies, in ranges (0 inside the box).
   double box_excess = 0;
   std::size_t nearest = kNoFeature;  ///< the nearest training row (TrainingDomain::id)
+  /// Of a network family (Dataset::family) none of the training rows is: nothing about it was
+  /// learned, whatever its features (leave-family-out on the zoo: docs/benchmarks.md).
+  bool new_family = false;
   /// By how much screening's "widen" policy multiplies the interval's log-width:
   /// max(1, distance_ratio, 1 + box_excess).
   double widening() const;
@@ -291,6 +294,11 @@ class TrainingDomain {
 
   /// Judges one row of features (the schema's order). Thread-safe.
   [[nodiscard]] DomainJudgement judge(const float* row) const;
+  /// And its network family (family_of): one the training rows do not have lies outside too.
+  [[nodiscard]] DomainJudgement judge(const float* row, const std::string& family) const;
+  /// The network families of the training rows (Dataset::family), sorted; empty where unknown
+  /// (a table, or a model file written before carb recorded them), and then any family is known.
+  const std::vector<std::string>& families() const;
 
   nlohmann::json to_json() const;
   /// Throws carb::Error (input) naming `origin` when the JSON does not fit `feature_names`.
@@ -306,8 +314,15 @@ class TrainingDomain {
 /// Why a judged row lies outside, in words: "whose widest_channels is 96, fitted on 128 to
 /// 2560", or "2.3x farther from the nearest fitted configuration (KEY) than 99% of those are from
 /// theirs"; "" when it lies inside.
+/// With `family` (the row's), a new family reads "whose family F the model never saw (it saw
+/// A, B)".
 std::string domain_text(const TrainingDomain& domain, const DomainJudgement& judgement,
-                        const float* row, const std::vector<std::string>& feature_names);
+                        const float* row, const std::vector<std::string>& feature_names,
+                        const std::string& family = {});
+
+/// A configuration's network family (Dataset::family): an imported architecture's name, or
+/// "resnet" for carb's own ResNet knobs.
+std::string family_of(const Config& config);
 
 /// A fitted CARB predictor for one device (or one table). Copyable is not needed: move-only.
 class Predictor {

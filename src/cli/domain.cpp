@@ -6,12 +6,12 @@
 
 namespace carb::cli {
 
-void DomainCheck::add(const float* row, const std::string& id) {
+void DomainCheck::add(const float* row, const std::string& id, const std::string& family) {
   const TrainingDomain& domain = model_.training_domain();
-  const DomainJudgement judgement = domain.judge(row);
+  const DomainJudgement judgement = family.empty() ? domain.judge(row) : domain.judge(row, family);
   if (judgement.inside) return;
   if (outside_++ > 0) return;
-  first_ = id + ", " + domain_text(domain, judgement, row, model_.feature_names());
+  first_ = id + ", " + domain_text(domain, judgement, row, model_.feature_names(), family);
 }
 
 std::string DomainCheck::warning(std::uint64_t of, const std::string& what,

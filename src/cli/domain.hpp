@@ -14,8 +14,9 @@ namespace carb::cli {
 class DomainCheck {
  public:
   explicit DomainCheck(const Predictor& model) : model_(model) {}
-  /// Checks one row (the model's feature order) named `id`.
-  void add(const float* row, const std::string& id);
+  /// Checks one row (the model's feature order) named `id`, of network family `family`
+  /// (family_of; "" for a table's row).
+  void add(const float* row, const std::string& id, const std::string& family = {});
   std::uint64_t outside() const { return outside_; }
   /// "warning: N of M <what> lie outside the data MODEL was fitted on (first: ID, whose F is V,
   /// fitted on A to B): their predictions extrapolate", or "" when none does (domain_text says

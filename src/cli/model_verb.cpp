@@ -415,7 +415,8 @@ void run_predict(const PredictCommand& command) {
   const std::size_t planned = plan_memory(predictor, configs, predictions, &engine);
   DomainCheck domain(predictor);
   for (std::size_t i = 0; i < ids.size(); ++i) {
-    domain.add(x.data() + i * predictor.feature_names().size(), ids[i]);
+    domain.add(x.data() + i * predictor.feature_names().size(), ids[i],
+               configs.empty() ? std::string() : family_of(configs[i]));
   }
   std::vector<std::string> columns = {"key"};
   for (const TargetInfo& target : predictor.targets()) {

@@ -524,7 +524,8 @@ void run_validate(const ValidateCommand& command) {
     for (std::size_t i = 0; i < configs.size(); ++i) {
       const auto& truth = measured.at(to_key(configs[i]));
       const bool actual = meets(budgets, truth);
-      const DomainJudgement domain = model.training_domain().judge(rows.x.data() + i * cols);
+      const DomainJudgement domain =
+          model.training_domain().judge(rows.x.data() + i * cols, family_of(configs[i]));
       outside += domain.inside ? 0 : 1;
       truly_feasible += actual ? 1 : 0;
       for (std::size_t p = 0; p < policies.size(); ++p) {

@@ -167,6 +167,10 @@ FeatureRows feature_rows(const Space& space, SpaceFeatures& features,
   return rows;
 }
 
+std::string family_of(const Config& config) {
+  return config.imported() ? architecture_name(config) : "resnet";
+}
+
 Dataset subset(const Dataset& data, const std::vector<std::size_t>& indices) {
   Dataset out;
   out.schema = data.schema;
@@ -322,7 +326,7 @@ Dataset dataset_from_measurements(const std::vector<MeasuredTargets>& measured,
     data.ids.push_back(row.configuration_key);
     data.batch.push_back(config.batch);
     data.stratum.push_back(stratum_of(config));
-    data.family.push_back(config.imported() ? architecture_name(config) : "resnet");
+    data.family.push_back(family_of(config));
     const double nan = std::nan("");
     data.y[0].push_back(row.engine_peak_bytes ? static_cast<double>(*row.engine_peak_bytes) : nan);
     data.y[1].push_back(row.energy_j.value_or(nan));

@@ -2,8 +2,8 @@
 // rows it was fitted on, and those rows in a standardized space of summary features, searched
 // with a k-d tree (nanoflann) for a candidate's nearest training row.
 #include <algorithm>
-#include <cstdio>
 #include <cmath>
+#include <cstdio>
 #include <limits>
 #include <nanoflann.hpp>
 #include <nlohmann/json.hpp>
@@ -23,9 +23,9 @@ using json = nlohmann::json;
 /// the knobs and the network's size. The per-layer-class features are left out: they are
 /// functions of these, and so many that they would outweigh them.
 constexpr std::array<std::string_view, 12> kArchitectureDomainFeatures = {
-    "bottleneck",       "depth",        "width_multiplier",     "early_downsample",
-    "resolution",       "log_batch",    "precision_bytes",      "bf16",
-    "widest_channels",  "log_params",   "log_flops_per_image",  "log_peak_activation_bytes",
+    "bottleneck",      "depth",      "width_multiplier",    "early_downsample",
+    "resolution",      "log_batch",  "precision_bytes",     "bf16",
+    "widest_channels", "log_params", "log_flops_per_image", "log_peak_activation_bytes",
 };
 
 /// The quantile of the training rows' nearest-neighbour distances that is the threshold.
@@ -47,6 +47,7 @@ struct TrainingDomain::Impl {
   std::vector<float> points;
   std::vector<std::string> ids;
   double threshold = 0;
+  std::vector<std::string> families;  // sorted; empty: unknown
 
   // nanoflann's dataset adaptor over `points`.
   std::size_t kdtree_get_point_count() const { return ids.size(); }
@@ -57,8 +58,8 @@ struct TrainingDomain::Impl {
   bool kdtree_get_bbox(Box&) const {
     return false;
   }
-  using Tree = nanoflann::KDTreeSingleIndexAdaptor<nanoflann::L2_Simple_Adaptor<float, Impl>,
-                                                   Impl, -1, std::uint32_t>;
+  using Tree = nanoflann::KDTreeSingleIndexAdaptor<nanoflann::L2_Simple_Adaptor<float, Impl>, Impl,
+                                                   -1, std::uint32_t>;
   std::unique_ptr<Tree> tree;
 
   void build() {
@@ -100,6 +101,10 @@ TrainingDomain TrainingDomain::of(const Dataset& data) {
     domain.impl_ = impl;
     return domain;
   }
+  impl->families = data.family;
+  std::sort(impl->families.begin(), impl->families.end());
+  impl->families.erase(std::unique(impl->families.begin(), impl->families.end()),
+                       impl->families.end());
   impl->ranges.assign(data.cols(), {std::numeric_limits<float>::infinity(),
                                     -std::numeric_limits<float>::infinity()});
   for (std::size_t i = 0; i < data.rows(); ++i) {
@@ -111,9 +116,9 @@ TrainingDomain TrainingDomain::of(const Dataset& data) {
   // The joint space: the summary features for carb's schema, every feature for a table.
   for (std::size_t f = 0; f < data.cols(); ++f) {
     const std::string& name = data.feature_names[f];
-    const bool summary = std::find(kArchitectureDomainFeatures.begin(),
-                                   kArchitectureDomainFeatures.end(),
-                                   name) != kArchitectureDomainFeatures.end();
+    const bool summary =
+        std::find(kArchitectureDomainFeatures.begin(), kArchitectureDomainFeatures.end(), name) !=
+        kArchitectureDomainFeatures.end();
     if (data.schema != kArchitectureSchema || summary) {
       impl->columns.push_back(f);
       impl->names.push_back(name);
@@ -170,6 +175,17 @@ const std::vector<std::string>& TrainingDomain::features() const { return impl_-
 double TrainingDomain::threshold() const { return impl_->threshold; }
 std::size_t TrainingDomain::rows() const { return impl_->ids.size(); }
 const std::string& TrainingDomain::id(std::size_t row) const { return impl_->ids.at(row); }
+const std::vector<std::string>& TrainingDomain::families() const { return impl_->families; }
+
+DomainJudgement TrainingDomain::judge(const float* row, const std::string& family) const {
+  DomainJudgement judgement = judge(row);
+  const std::vector<std::string>& known = impl_->families;
+  if (!known.empty() && !std::binary_search(known.begin(), known.end(), family)) {
+    judgement.new_family = true;
+    judgement.inside = false;
+  }
+  return judgement;
+}
 
 DomainJudgement TrainingDomain::judge(const float* row) const {
   DomainJudgement judgement;
@@ -179,7 +195,7 @@ DomainJudgement TrainingDomain::judge(const float* row) const {
     const float value = row[f];
     if (value >= range.min && value <= range.max) continue;
     const double width = static_cast<double>(range.max) - range.min;
-    const double beyond = std::isnan(value) ? std::numeric_limits<double>::infinity()
+    const double beyond = std::isnan(value)   ? std::numeric_limits<double>::infinity()
                           : value < range.min ? static_cast<double>(range.min) - value
                                               : static_cast<double>(value) - range.max;
     // In ranges; a feature without spread counts one range per unit of its own scale.
@@ -217,13 +233,11 @@ json TrainingDomain::to_json() const {
     high.push_back(range.max);
   }
   json out = {{"min", low}, {"max", high}};
+  if (!self.families.empty()) out["families"] = self.families;
   if (joint()) {
-    out["joint"] = {{"features", self.names},
-                    {"center", self.center},
-                    {"scale", self.scale},
-                    {"quantile", kDistanceQuantile},
-                    {"threshold", self.threshold},
-                    {"ids", self.ids},
+    out["joint"] = {{"features", self.names},      {"center", self.center},
+                    {"scale", self.scale},         {"quantile", kDistanceQuantile},
+                    {"threshold", self.threshold}, {"ids", self.ids},
                     {"points", self.points}};
   }
   return out;
@@ -242,6 +256,14 @@ TrainingDomain TrainingDomain::from_json(const json& j,
     throw bad("does not match its features");
   }
   for (std::size_t f = 0; f < low.size(); ++f) impl->ranges.push_back({low[f], high[f]});
+  if (const auto families = j.find("families"); families != j.end()) {
+    impl->families = families->get<std::vector<std::string>>();
+    if (!std::is_sorted(impl->families.begin(), impl->families.end()) ||
+        std::any_of(impl->families.begin(), impl->families.end(),
+                    [](const std::string& family) { return family.empty(); })) {
+      throw bad("lists its network families out of order, or an empty one");
+    }
+  }
   if (const auto joint = j.find("joint"); joint != j.end()) {
     impl->names = joint->at("features").get<std::vector<std::string>>();
     for (const std::string& name : impl->names) {
@@ -274,13 +296,22 @@ TrainingDomain TrainingDomain::from_json(const json& j,
 }
 
 std::string domain_text(const TrainingDomain& domain, const DomainJudgement& judgement,
-                        const float* row, const std::vector<std::string>& feature_names) {
+                        const float* row, const std::vector<std::string>& feature_names,
+                        const std::string& family) {
   if (judgement.inside) return "";
   const auto number = [](double value) {
     char text[32];
     std::snprintf(text, sizeof text, "%.4g", value);
     return std::string(text);
   };
+  if (judgement.new_family) {
+    std::string known;
+    for (const std::string& seen : domain.families()) {
+      known += (known.empty() ? "" : ", ") + seen;
+    }
+    return (family.empty() ? std::string("of a family") : "whose family " + family) +
+           " the model never saw (it saw " + known + ")";
+  }
   if (judgement.outside_feature != kNoFeature) {
     const std::size_t f = judgement.outside_feature;
     const FeatureRange& range = domain.ranges()[f];

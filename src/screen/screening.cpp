@@ -456,12 +456,13 @@ class Pass {
           continue;
         }
       }
-      c.domain = domain.judge(row);
+      const std::string family = family_of(configs[i]);
+      c.domain = domain.judge(row, family);
       if (!c.domain.inside) {
         ++out_.counts.outside_domain;
         if (out_.first_outside.empty()) {
           out_.first_outside =
-              c.key + ", " + domain_text(domain, c.domain, row, model_.feature_names());
+              c.key + ", " + domain_text(domain, c.domain, row, model_.feature_names(), family);
         }
         if (request_.domain == DomainPolicy::kExclude && !is_measured) {
           ++out_.counts.excluded_outside_domain;

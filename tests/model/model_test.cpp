@@ -512,6 +512,45 @@ TEST(Fit, HoldOutTestsOnlyTheHeldOutFamilyAndFitsTheRest) {
   EXPECT_EQ(reloaded.to_json_text(), text);
 }
 
+TEST(Fit, AFamilyTheModelNeverSawLiesOutsideItsDomain) {
+  const Dataset data =
+      with_families(dataset_from_table(parse_csv(known_table(400), "t.csv"), known_spec()));
+  FitOptions options = quick_options();
+  options.hold_out = {"b"};
+  options.baselines = false;
+  const Predictor predictor = Predictor::fit(data, options, nullptr);
+  const TrainingDomain& domain = predictor.training_domain();
+  EXPECT_EQ(domain.families(), std::vector<std::string>{"a"});
+  // A fitted row is inside as family a; the same features as the held-out family b, or as one
+  // no row had, are not, whatever the features say.
+  const float* row = data.row(1);
+  ASSERT_TRUE(domain.judge(row).inside);
+  EXPECT_TRUE(domain.judge(row, "a").inside);
+  const DomainJudgement held = domain.judge(row, "b");
+  EXPECT_FALSE(held.inside);
+  EXPECT_TRUE(held.new_family);
+  EXPECT_EQ(held.outside_feature, kNoFeature);
+  EXPECT_EQ(domain_text(domain, held, row, data.feature_names, "b"),
+            "whose family b the model never saw (it saw a)");
+  EXPECT_TRUE(domain.judge(row, "resnet").new_family);
+  // The families survive the model file; a file without them (older carb) knows every family,
+  // and a list out of order is not one carb wrote.
+  const Predictor loaded = Predictor::from_json_text(predictor.to_json_text(), "m.json");
+  EXPECT_EQ(loaded.training_domain().families(), std::vector<std::string>{"a"});
+  EXPECT_TRUE(loaded.training_domain().judge(row, "b").new_family);
+  auto file = nlohmann::json::parse(predictor.to_json_text());
+  file["training_domain"].erase("families");
+  const Predictor older = Predictor::from_json_text(file.dump(), "old.json");
+  EXPECT_TRUE(older.training_domain().judge(row, "b").inside);
+  file["training_domain"]["families"] = {"b", "a"};
+  EXPECT_THROW((void)Predictor::from_json_text(file.dump(), "bad.json"), Error);
+  // A table's rows name no family: its domain knows none and judges by features alone.
+  options.hold_out.clear();
+  const Predictor table = Predictor::fit(
+      dataset_from_table(parse_csv(known_table(100), "t.csv"), known_spec()), options, nullptr);
+  EXPECT_TRUE(table.training_domain().families().empty());
+}
+
 TEST(Fit, HoldOutOfAnUnknownFamilyListsTheFamilies) {
   const Dataset data =
       with_families(dataset_from_table(parse_csv(known_table(100), "t.csv"), known_spec()));

@@ -116,6 +116,17 @@ TEST_F(ZooModelCli, PredictsAndScreensASpaceOfModelFiles) {
   EXPECT_NE(screened.out.find("rank  key"), std::string::npos) << screened.out;
   EXPECT_NE(screened.out.find("architecture"), std::string::npos) << screened.out;
   EXPECT_NE(screened.out.find("squeezenet1_1-bn"), std::string::npos) << screened.out;
+  // squeezenet was held out: whatever its features, its predictions extrapolate, and say so.
+  EXPECT_NE(screened.out.find("whose family squeezenet1_1-bn the model never saw (it saw "
+                              "densenet121-bn, efficientnet_b0-bn,"),
+            std::string::npos)
+      << screened.out;
+  const CommandResult warned = run("predict --model " + model + " --spec " + spec);
+  EXPECT_NE(warned.out.find("warning: 4 of 8 configurations lie outside the data"),
+            std::string::npos)
+      << warned.out;
+  EXPECT_NE(warned.out.find("whose family squeezenet1_1-bn the model never saw"), std::string::npos)
+      << warned.out;
   const std::string csv = carb_test::slurp(front);
   EXPECT_NE(csv.find("graph-"), std::string::npos) << csv;
 }
