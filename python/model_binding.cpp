@@ -62,8 +62,12 @@ py::dict predict_rows(const Predictor& model, const FeatureRows& rows, std::size
                       const std::vector<Config>& configs, bool planned_memory, bool domain) {
   std::string engine;
   std::size_t planned = 0;
+  std::vector<std::string> families;
+  families.reserve(configs.size());
+  for (const Config& config : configs) families.push_back(family_of(config));
   Predictions predictions = without_gil([&] {
-    Predictions p = model.predict(rows.x.data(), n, rows.batch.data());
+    Predictions p = model.predict(rows.x.data(), n, rows.batch.data(),
+                                  families.size() == n ? &families : nullptr);
     if (planned_memory) planned = plan_memory(model, configs, p, &engine);
     return p;
   });

@@ -364,9 +364,16 @@ class Predictor {
   const TrainingDomain& training_domain() const;
 
   /// Predicts every target for `rows` rows of features (row-major, the schema's order).
-  /// Result: [target][row].
-  [[nodiscard]] std::vector<std::vector<TargetPrediction>> predict(const float* x, std::size_t rows,
-                                                                   const int* batch) const;
+  /// Result: [target][row]. With `families` (each row's, family_of), a row of a family the
+  /// training domain does not know gets the target's new-family interval where the fit could
+  /// calibrate one (new_family_half_width), at least as wide as its own.
+  [[nodiscard]] std::vector<std::vector<TargetPrediction>> predict(
+      const float* x, std::size_t rows, const int* batch,
+      const std::vector<std::string>* families = nullptr) const;
+  /// Per target, the log1p half-width of the intervals of a family the model never saw, from
+  /// leave-one-family-out fits of its additive base; 0 where it has none (fewer than 3
+  /// families fitted on, no additive base, a transferred model or an older model file).
+  [[nodiscard]] std::vector<double> new_family_half_widths() const;
   /// Predictions of each target's cheapest member (the ridge prior, where there is one) with
   /// their own split-conformal intervals: stage 1 of screening ranks whole spaces with these.
   [[nodiscard]] std::vector<std::vector<TargetPrediction>> predict_cheap(const float* x,

@@ -410,7 +410,11 @@ void run_predict(const PredictCommand& command) {
     batch = std::move(rows.batch);
     for (const Config& config : configs) ids.push_back(to_key(config));
   }
-  auto predictions = predictor.predict(x.data(), ids.size(), batch.data());
+  std::vector<std::string> families;
+  families.reserve(configs.size());
+  for (const Config& config : configs) families.push_back(family_of(config));
+  auto predictions =
+      predictor.predict(x.data(), ids.size(), batch.data(), configs.empty() ? nullptr : &families);
   std::string engine;
   const std::size_t planned = plan_memory(predictor, configs, predictions, &engine);
   DomainCheck domain(predictor);

@@ -370,6 +370,39 @@ double conformal_half_width(const std::vector<double>& measured,
                                            : scores[rank - 1];
 }
 
+double family_half_width(const Additive& additive, const float* x, std::size_t cols,
+                         const std::vector<std::size_t>& rows,
+                         const std::vector<std::string>& family, const std::vector<double>& y,
+                         const std::vector<double>& linear, double coverage) {
+  std::map<std::string, std::vector<std::size_t>> members;
+  for (std::size_t row : rows) members[family.at(row)].push_back(row);
+  if (members.size() < kMinFamilies) return 0;
+  const auto families = static_cast<double>(members.size());
+  std::vector<std::pair<double, double>> scored;  // (residual, weight)
+  for (const auto& [name, left_out] : members) {
+    std::vector<std::size_t> others;
+    for (std::size_t row : rows) {
+      if (family[row] != name) others.push_back(row);
+    }
+    Additive refit;
+    refit.columns = additive.columns;
+    refit.logged = additive.logged;
+    refit.fit(x, cols, others, linear);
+    for (std::size_t row : left_out) {
+      scored.emplace_back(std::abs(y[row] - refit.log_prediction(x + row * cols)),
+                          1.0 / (families * static_cast<double>(left_out.size())));
+    }
+  }
+  std::sort(scored.begin(), scored.end());
+  const double level = std::min(1.0, coverage * (families + 1) / families);
+  double cumulative = 0;
+  for (const auto& [residual, weight] : scored) {
+    cumulative += weight;
+    if (cumulative >= level - 1e-12) return residual;
+  }
+  return scored.back().first;
+}
+
 TargetFit fit_target(const TargetInfo& info, const Matrix& m, const std::vector<double>& y,
                      const std::vector<Role>& roles, const Dataset& data, const FitOptions& options,
                      bool corrector, bool additive) {

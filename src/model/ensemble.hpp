@@ -63,6 +63,9 @@ struct TargetModel {
   // value at 10 or more, so log1p is a log where the data are (not linear near 0).
   double scale = 1;
   double cheap_half_width = std::numeric_limits<double>::infinity();  // of cheap_log()
+  // For a network family the model never saw (family_half_width; >= half_width), 0 where the
+  // fit had too few families to say.
+  double new_family_half_width = 0;
   std::size_t calibration_rows = 0;
 };
 
@@ -97,6 +100,17 @@ std::vector<double> cheap_log(const TargetModel& model, const Matrix& m);
 // the ceil((n+1)·coverage)-th smallest absolute residual (infinite when n is too small).
 double conformal_half_width(const std::vector<double>& measured,
                             const std::vector<double>& predicted, double coverage);
+
+// The log1p half-width of a prediction for a network family the model never saw: the
+// `coverage` quantile of leave-one-family-out residuals of the additive base (`additive`'s
+// terms refitted on `rows` without each family in turn, to `linear`, and scored in log1p space
+// against `y`), each family weighing alike, at level coverage x (F + 1) / F over F families (at
+// most 1: the largest residual). 0 (none) with fewer than kMinFamilies families among `rows`.
+inline constexpr std::size_t kMinFamilies = 3;
+double family_half_width(const Additive& additive, const float* x, std::size_t cols,
+                         const std::vector<std::size_t>& rows,
+                         const std::vector<std::string>& family, const std::vector<double>& y,
+                         const std::vector<double>& linear, double coverage);
 
 // A fitted target and the notes of its fit (a corrector skipped, unbounded intervals).
 struct TargetFit {

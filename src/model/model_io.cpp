@@ -187,6 +187,11 @@ json PredictorFactory::to_json(const Predictor& predictor) {
         {"calibration_rows", model.calibration_rows},
         {"cheap_log1p_half_width",
          std::isfinite(model.cheap_half_width) ? json(model.cheap_half_width) : json(nullptr)}};
+    if (model.new_family_half_width > 0) {
+      target["interval"]["new_family_log1p_half_width"] = std::isfinite(model.new_family_half_width)
+                                                              ? json(model.new_family_half_width)
+                                                              : json(nullptr);
+    }
     targets.push_back(std::move(target));
   }
   file["targets"] = std::move(targets);
@@ -402,6 +407,15 @@ Predictor PredictorFactory::from_json(const json& file, const std::string& origi
       model.cheap_half_width = interval.at("cheap_log1p_half_width").is_null()
                                    ? std::numeric_limits<double>::infinity()
                                    : interval.at("cheap_log1p_half_width").get<double>();
+      if (const auto family = interval.find("new_family_log1p_half_width");
+          family != interval.end()) {
+        model.new_family_half_width =
+            family->is_null() ? std::numeric_limits<double>::infinity() : family->get<double>();
+        if (!(model.new_family_half_width > 0)) {
+          throw Error(ErrorCategory::kInput,
+                      origin + ": a new family's interval half-width that is not positive");
+        }
+      }
       impl->models.push_back(std::move(model));
     }
     read_evaluation(file.at("evaluation"), impl->report);

@@ -99,10 +99,28 @@ const DriftCorrection& Predictor::drift() const { return impl_->drift; }
 double Predictor::coverage() const { return impl_->coverage; }
 const FitReport& Predictor::fit_report() const { return impl_->report; }
 
-std::vector<std::vector<TargetPrediction>> Predictor::predict(const float* x, std::size_t rows,
-                                                              const int* batch) const {
+std::vector<std::vector<TargetPrediction>> Predictor::predict(
+    const float* x, std::size_t rows, const int* batch,
+    const std::vector<std::string>* families) const {
   if (impl_->transfer) return impl_->transfer->predict(x, rows, batch, false);
-  return impl_->with_intervals(impl_->predict_logs(x, rows, batch), rows, false);
+  std::vector<bool> new_family;
+  const std::vector<std::string>& known = impl_->domain.families();
+  if (families != nullptr && families->size() == rows && !known.empty()) {
+    new_family.resize(rows);
+    for (std::size_t i = 0; i < rows; ++i) {
+      new_family[i] = !std::binary_search(known.begin(), known.end(), (*families)[i]);
+    }
+  }
+  return impl_->with_intervals(impl_->predict_logs(x, rows, batch), rows, false,
+                               new_family.empty() ? nullptr : &new_family);
+}
+
+std::vector<double> Predictor::new_family_half_widths() const {
+  std::vector<double> widths;
+  for (const model_detail::TargetModel& model : impl_->models) {
+    widths.push_back(impl_->transfer ? 0.0 : model.new_family_half_width);
+  }
+  return widths;
 }
 
 std::vector<std::vector<TargetPrediction>> Predictor::predict_cheap(const float* x,
@@ -325,6 +343,24 @@ Predictor Predictor::fit(const Dataset& data, const FitOptions& options, FitRepo
     }
     impl->models[t].cheap_half_width = conformal_half_width(measured, predicted, options.coverage);
   }
+  // A family the model never saw: intervals from leave-one-family-out fits of the additive base
+  // on the fitted rows (docs/model.md, "Training domain").
+  if (data.family.size() == data.rows()) {
+    for (std::size_t t = 0; t < impl->models.size(); ++t) {
+      TargetModel& model = impl->models[t];
+      if (!model.available || model.additive.empty()) continue;
+      std::vector<std::size_t> fitted;
+      for (std::size_t i = 0; i < data.rows(); ++i) {
+        if (roles[i] != Role::kTest && !std::isnan(y[t][i])) fitted.push_back(i);
+      }
+      std::vector<double> linear;
+      for (double value : data.y[t]) linear.push_back(scales[t] * value);
+      const double width =
+          model_detail::family_half_width(model.additive, data.x.data(), data.cols(), fitted,
+                                          data.family, y[t], linear, options.coverage);
+      if (width > 0) model.new_family_half_width = std::max(width, model.half_width);
+    }
+  }
 
   Predictor predictor(std::move(impl));
   if (options.baselines) {
@@ -418,7 +454,8 @@ std::vector<MethodScores> evaluate(const Predictor& predictor, const Dataset& da
                                            ") differs from the model's (" + predictor.schema() +
                                            ")");
   }
-  auto predictions = predictor.predict(data.x.data(), data.rows(), data.batch.data());
+  auto predictions = predictor.predict(data.x.data(), data.rows(), data.batch.data(),
+                                       data.family.empty() ? nullptr : &data.family);
   auto members = predictor.predict_members(data.x.data(), data.rows(), data.batch.data());
   if (planner != nullptr) {
     // carb's memory is the engine's plan; the model's own prediction stays beside it.

@@ -63,12 +63,14 @@ struct Predictor::Impl {
                    });
   }
 
+  // `new_family`: per row, whether it is of a family the model never saw (null: none is).
   std::vector<std::vector<TargetPrediction>> with_intervals(
-      const std::vector<std::vector<double>>& logs, std::size_t rows, bool cheap) const {
+      const std::vector<std::vector<double>>& logs, std::size_t rows, bool cheap,
+      const std::vector<bool>* new_family = nullptr) const {
     std::vector<std::vector<TargetPrediction>> out(models.size());
     for (std::size_t t = 0; t < models.size(); ++t) {
       const model_detail::TargetModel& model = models[t];
-      const double width = cheap ? model.cheap_half_width : model.half_width;
+      const double own = cheap ? model.cheap_half_width : model.half_width;
       out[t].resize(rows);
       for (std::size_t i = 0; i < rows; ++i) {
         TargetPrediction& p = out[t][i];
@@ -76,6 +78,9 @@ struct Predictor::Impl {
           p.reason = model.reason;
           continue;
         }
+        const double width = new_family != nullptr && (*new_family)[i]
+                                 ? std::max(own, model.new_family_half_width)
+                                 : own;
         p.available = true;
         p.value = std::max(0.0, std::expm1(logs[t][i]) / model.scale);
         p.low = std::min(p.value, std::max(0.0, std::expm1(logs[t][i] - width) / model.scale));

@@ -32,6 +32,14 @@ std::size_t feature_index(const std::vector<std::string>& names, std::string_vie
   return found == names.end() ? std::string::npos : static_cast<std::size_t>(found - names.begin());
 }
 
+// A prediction's interval at least `half_width` wide in log space on either side of its value
+// (a family the model never saw: Predictor::new_family_half_widths).
+void stretch(TargetPrediction& p, double half_width) {
+  if (!p.available || !(half_width > 0) || !(p.value > 0)) return;
+  p.low = std::min(p.low, p.value * std::exp(-half_width));
+  p.high = std::max(p.high, p.value * std::exp(half_width));
+}
+
 // A prediction's interval widened in log space by `factor` around its value.
 void widen(TargetPrediction& p, double factor) {
   if (!p.available || factor <= 1 || !(p.value > 0)) return;
@@ -415,6 +423,7 @@ class Pass {
         measured_(measured),
         out_(out),
         budget_prune_(stage1 == nullptr && !request.budgets.empty()),
+        new_family_widths_(ranker_.new_family_half_widths()),
         meeting_(request.budgets.size(), 0),
         closest_(request.budgets.size(), {"", std::numeric_limits<double>::infinity()}) {}
 
@@ -422,12 +431,19 @@ class Pass {
   void add(const std::vector<Config>& configs, const FeatureRows& rows) {
     const std::size_t cols = model_.feature_names().size();
     const std::size_t costs = request_.costs.size();
-    const auto cheap = ranker_.predict_cheap(rows.x.data(), configs.size());
+    auto cheap = ranker_.predict_cheap(rows.x.data(), configs.size());
     const TrainingDomain& domain = model_.training_domain();
+    const std::vector<std::string>& known = domain.families();
     for (std::size_t i = 0; i < configs.size(); ++i) {
       const float* row = rows.x.data() + i * cols;
       ScreenCandidate c;
       c.key = to_key(configs[i]);
+      // A family the model never saw: the cheap intervals it calibrated for one, before any
+      // budget is judged by them.
+      const std::string family = family_of(configs[i]);
+      if (!known.empty() && !std::binary_search(known.begin(), known.end(), family)) {
+        for (std::size_t t = 0; t < cheap.size(); ++t) stretch(cheap[t][i], new_family_widths_[t]);
+      }
       const bool is_measured = measured_ != nullptr && measured_->count(c.key) > 0;
       bool over = false;
       for (std::size_t b = 0; b < request_.budgets.size(); ++b) {
@@ -456,7 +472,6 @@ class Pass {
           continue;
         }
       }
-      const std::string family = family_of(configs[i]);
       c.domain = domain.judge(row, family);
       if (!c.domain.inside) {
         ++out_.counts.outside_domain;
@@ -551,7 +566,8 @@ class Pass {
   const std::map<std::string, MeasuredValues>* measured_;
   ScreenResult& out_;
   bool budget_prune_;
-  std::vector<std::uint64_t> meeting_;                   // per budget, stage-1 meeting it
+  std::vector<double> new_family_widths_;  // per target of the ranker, log half-widths
+  std::vector<std::uint64_t> meeting_;     // per budget, stage-1 meeting it
   std::vector<std::pair<std::string, double>> closest_;  // per budget, the closest
   std::uint64_t missing_value_ = 0;
   std::string first_missing_;
@@ -631,7 +647,10 @@ ScreenResult screen(const Predictor& model, const Predictor* stage1, const Candi
     x.insert(x.end(), c.x.begin(), c.x.end());
     batch.push_back(c.batch);
   }
-  out.predictions = model.predict(x.data(), out.pool.size(), batch.data());
+  std::vector<std::string> families;
+  families.reserve(out.pool.size());
+  for (const ScreenCandidate& c : out.pool) families.push_back(family_of(parse_key(c.key)));
+  out.predictions = model.predict(x.data(), out.pool.size(), batch.data(), &families);
   if (measured != nullptr) {
     // What is measured is known: its values replace the predictions, as points.
     out.measured.assign(out.pool.size(), false);

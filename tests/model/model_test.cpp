@@ -653,6 +653,77 @@ Dataset additive_store_data() {
   return dataset_from_measurements(measured, "fp", "device");
 }
 
+TEST(Fit, AFamilyTheModelNeverSawGetsIntervalsFromTheFamiliesItSaw) {
+  // The additive latency above, each width multiplier a family whose latency is off it by its
+  // own factor: what a new family costs is as uncertain as the families seen differ.
+  Dataset data = additive_store_data();
+  const std::map<std::string, double> factors = {
+      {"w0.25", 1.0}, {"w0.5", 1.25}, {"w0.75", 1.2}, {"w1", 0.8}};
+  const std::size_t latency = data.targets.size() - 1;
+  ASSERT_EQ(data.targets[latency].name, "latency");
+  for (std::size_t i = 0; i < data.rows(); ++i) {
+    const std::size_t width = data.ids[i].find("_w") + 1;
+    data.family[i] = data.ids[i].substr(width, data.ids[i].find('_', width) - width);
+    data.y[latency][i] *= factors.at(data.family[i]);
+  }
+  FitOptions options = quick_options();
+  options.hold_out = {"w0.75"};
+  FitReport report;
+  const Predictor predictor = Predictor::fit(data, options, &report);
+  const std::vector<double> widths = predictor.new_family_half_widths();
+  ASSERT_EQ(widths.size(), data.targets.size());
+  // Three families seen, 0.8-1.25 times the additive cost: the largest left-out family's error
+  // (0.9 x 4 / 3 > 1). Left out, w1 is also a width the base extrapolates the others' trend to
+  // (1.0 at w0.25, 1.25 at w0.5: about 1.6 at w1, against 0.8): log 2 or so in log1p space, far
+  // wider than the model's own intervals.
+  EXPECT_GT(widths[latency], 0.5);
+  EXPECT_LT(widths[latency], 1.5);
+  const auto file = nlohmann::json::parse(predictor.to_json_text());
+  const double own = file.at("targets").at(latency).at("interval").at("log1p_half_width");
+  EXPECT_GT(widths[latency], own);
+  // The held-out rows (the test split): with their family their intervals are the new family's,
+  // without it the model's own; the values are the same.
+  std::vector<std::size_t> held;
+  for (std::size_t i = 0; i < data.rows(); ++i) {
+    if (data.family[i] == "w0.75") held.push_back(i);
+  }
+  const Dataset test = subset(data, held);
+  const auto plain = predictor.predict(test.x.data(), test.rows(), test.batch.data());
+  const auto widened =
+      predictor.predict(test.x.data(), test.rows(), test.batch.data(), &test.family);
+  std::size_t covered_plain = 0, covered = 0;
+  for (std::size_t i = 0; i < test.rows(); ++i) {
+    const TargetPrediction& a = plain[latency][i];
+    const TargetPrediction& b = widened[latency][i];
+    ASSERT_EQ(a.value, b.value);
+    EXPECT_LT(b.low, a.low);
+    EXPECT_GT(b.high, a.high);
+    const double y = test.y[latency][i];
+    covered_plain += a.low <= y && y <= a.high ? 1 : 0;
+    covered += b.low <= y && y <= b.high ? 1 : 0;
+  }
+  EXPECT_LT(covered_plain, test.rows() / 2) << "the family's 1.2x lies outside the own intervals";
+  EXPECT_GE(covered, test.rows() * 9 / 10);
+  // The fit scored the held-out family so (evaluate passes each row's family).
+  EXPECT_GE(scores_of(report.scores, "carb", "latency").coverage.value_or(0), 90.0);
+  // A family the model saw keeps its own intervals.
+  std::vector<std::string> seen(test.rows(), "w0.5");
+  const auto own_family = predictor.predict(test.x.data(), test.rows(), test.batch.data(), &seen);
+  EXPECT_EQ(own_family[latency][0].low, plain[latency][0].low);
+  // The width survives the model file.
+  const Predictor loaded = Predictor::from_json_text(predictor.to_json_text(), "m.json");
+  EXPECT_EQ(loaded.new_family_half_widths(), widths);
+  auto edited = nlohmann::json::parse(predictor.to_json_text());
+  edited["targets"][latency]["interval"]["new_family_log1p_half_width"] = -1;
+  EXPECT_THROW((void)Predictor::from_json_text(edited.dump(), "bad.json"), Error);
+  // With two families there is no spread of families to calibrate from: none.
+  for (std::size_t i = 0; i < data.rows(); ++i) {
+    data.family[i] = data.family[i] == "w0.75" ? "w0.75" : "others";
+  }
+  const Predictor two = Predictor::fit(data, options, nullptr);
+  EXPECT_EQ(two.new_family_half_widths()[latency], 0.0);
+}
+
 TEST(Dataset, ARepeatedConfigurationIsTheMedianOfItsMeasurements) {
   // Rows ordered by key, then finish time, as Store::ok_measurements returns them.
   std::vector<MeasuredTargets> measured;
