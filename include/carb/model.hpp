@@ -299,6 +299,8 @@ class TrainingDomain {
   /// The network families of the training rows (Dataset::family), sorted; empty where unknown
   /// (a table, or a model file written before carb recorded them), and then any family is known.
   const std::vector<std::string>& families() const;
+  /// Whether `family` is one the training rows are not of (false where families() is empty).
+  bool new_family(const std::string& family) const;
 
   nlohmann::json to_json() const;
   /// Throws carb::Error (input) naming `origin` when the JSON does not fit `feature_names`.

@@ -177,10 +177,14 @@ std::size_t TrainingDomain::rows() const { return impl_->ids.size(); }
 const std::string& TrainingDomain::id(std::size_t row) const { return impl_->ids.at(row); }
 const std::vector<std::string>& TrainingDomain::families() const { return impl_->families; }
 
+bool TrainingDomain::new_family(const std::string& family) const {
+  const std::vector<std::string>& known = impl_->families;
+  return !known.empty() && !std::binary_search(known.begin(), known.end(), family);
+}
+
 DomainJudgement TrainingDomain::judge(const float* row, const std::string& family) const {
   DomainJudgement judgement = judge(row);
-  const std::vector<std::string>& known = impl_->families;
-  if (!known.empty() && !std::binary_search(known.begin(), known.end(), family)) {
+  if (new_family(family)) {
     judgement.new_family = true;
     judgement.inside = false;
   }

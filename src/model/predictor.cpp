@@ -104,11 +104,10 @@ std::vector<std::vector<TargetPrediction>> Predictor::predict(
     const std::vector<std::string>* families) const {
   if (impl_->transfer) return impl_->transfer->predict(x, rows, batch, false);
   std::vector<bool> new_family;
-  const std::vector<std::string>& known = impl_->domain.families();
-  if (families != nullptr && families->size() == rows && !known.empty()) {
+  if (families != nullptr && families->size() == rows && !impl_->domain.families().empty()) {
     new_family.resize(rows);
     for (std::size_t i = 0; i < rows; ++i) {
-      new_family[i] = !std::binary_search(known.begin(), known.end(), (*families)[i]);
+      new_family[i] = impl_->domain.new_family((*families)[i]);
     }
   }
   return impl_->with_intervals(impl_->predict_logs(x, rows, batch), rows, false,

@@ -433,7 +433,6 @@ class Pass {
     const std::size_t costs = request_.costs.size();
     auto cheap = ranker_.predict_cheap(rows.x.data(), configs.size());
     const TrainingDomain& domain = model_.training_domain();
-    const std::vector<std::string>& known = domain.families();
     for (std::size_t i = 0; i < configs.size(); ++i) {
       const float* row = rows.x.data() + i * cols;
       ScreenCandidate c;
@@ -441,7 +440,7 @@ class Pass {
       // A family the model never saw: the cheap intervals it calibrated for one, before any
       // budget is judged by them.
       const std::string family = family_of(configs[i]);
-      if (!known.empty() && !std::binary_search(known.begin(), known.end(), family)) {
+      if (domain.new_family(family)) {
         for (std::size_t t = 0; t < cheap.size(); ++t) stretch(cheap[t][i], new_family_widths_[t]);
       }
       const bool is_measured = measured_ != nullptr && measured_->count(c.key) > 0;

@@ -521,6 +521,8 @@ TEST(Fit, AFamilyTheModelNeverSawLiesOutsideItsDomain) {
   const Predictor predictor = Predictor::fit(data, options, nullptr);
   const TrainingDomain& domain = predictor.training_domain();
   EXPECT_EQ(domain.families(), std::vector<std::string>{"a"});
+  EXPECT_TRUE(domain.new_family("b"));
+  EXPECT_FALSE(domain.new_family("a"));
   // A fitted row is inside as family a; the same features as the held-out family b, or as one
   // no row had, are not, whatever the features say.
   const float* row = data.row(1);
@@ -542,6 +544,7 @@ TEST(Fit, AFamilyTheModelNeverSawLiesOutsideItsDomain) {
   file["training_domain"].erase("families");
   const Predictor older = Predictor::from_json_text(file.dump(), "old.json");
   EXPECT_TRUE(older.training_domain().judge(row, "b").inside);
+  EXPECT_FALSE(older.training_domain().new_family("b"));
   file["training_domain"]["families"] = {"b", "a"};
   EXPECT_THROW((void)Predictor::from_json_text(file.dump(), "bad.json"), Error);
   // A table's rows name no family: its domain knows none and judges by features alone.
