@@ -325,7 +325,7 @@ Predictor PredictorFactory::from_json(const json& file, const std::string& origi
       return Predictor(std::move(impl));
     }
     const json& options = file.at("options");
-    impl->options.seed = options.at("seed").get<std::uint64_t>();
+    impl->options.seed = integer_of<std::uint64_t>(options.at("seed"));
     impl->options.cascade = options.at("cascade").get<bool>();
     impl->options.corrector = options.at("corrector").get<bool>();
     impl->options.prior =
