@@ -231,7 +231,7 @@ void add_space_verb(CLI::App& app) {
                    "with --onnx: input resolution (default: the file's own)")
       ->check(CLI::Range(1, 8192));
   show->add_option("--batch", options->batch, "with --onnx: batch size (default 1)")
-      ->check(CLI::Range(1, 1 << 20));
+      ->check(CLI::Range(1, 65536));
   show->add_option("--precision", options->precision, "with --onnx: fp32 (default), fp16 or bf16");
   show->add_flag("--layers", options->layers, "print the layer table instead of the features");
   show->add_option("--roofline", options->roofline,
