@@ -9,7 +9,7 @@
 #             fitted on the same K rows ("scale");
 #   full      carb fit on the target alone, scored on its own test split (15%).
 # Per target: MAPE, Spearman and 90% interval coverage, mean over the seeds (min-max).
-#   [SEEDS="1 2 3"] bash bench/transfer.sh [out-dir (out/bench-transfer)] [quick]
+#   [SEEDS="1 2 3"] [KS="16"] bash bench/transfer.sh [out-dir (out/bench-transfer)] [quick]
 # Cases: the AMD reference campaign <-> the Intel rounds campaign (both shipped), and the AMD
 # reference -> the local campaign (data/cpu-local-transfer.sqlite.xz), whose held-out space
 # (examples/spaces/cpu-heldout.yaml, knob values between cpu-demo's) gives the unseen-knob rows;
@@ -24,7 +24,7 @@ quick=${2:-}
 cases=${CASES:-amd-intel intel-amd amd-local unseen carb-torch amd-torch}
 mkdir -p "$out"
 seeds=${SEEDS:-1 2 3 4 5 6 7 8 9 10}
-ks="8 16 32 64 128 all"
+ks=${KS:-8 16 32 64 128 all}
 if [ -n "$quick" ]; then seeds="1 2"; ks="8 16"; fi
 wanted() { [[ " $cases " == *" $1 "* ]]; }
 

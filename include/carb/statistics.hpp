@@ -70,6 +70,26 @@ inline double robust_sd(const std::vector<double>& values) {
   return 1.4826 * median(std::move(deviations));
 }
 
+/// The scale of residuals (prediction - measurement) for an interval centred on the prediction:
+/// measured from zero, not from the residuals' own centre, as a shared offset misses the
+/// measurement as surely as scatter does. The larger of two standard deviations a centred normal
+/// would have: from the median absolute residual (/ 0.6745, the typical residual) and from the
+/// 75th percentile of the absolute residuals (/ 1.1503, what a heavy tail adds). Both move by
+/// ranks, not sizes: one wild residual among 16 moves neither by more than one rank's worth.
+/// 0 for no values.
+inline double residual_scale(const std::vector<double>& residuals) {
+  if (residuals.empty()) return 0;
+  std::vector<double> magnitudes;
+  magnitudes.reserve(residuals.size());
+  for (double r : residuals) magnitudes.push_back(std::abs(r));
+  std::sort(magnitudes.begin(), magnitudes.end());
+  // Phi^-1(0.75) and Phi^-1(0.875): the median and the 75th percentile of |N(0, 1)|.
+  constexpr double kMedianOfAbsNormal = 0.6744897501960817;
+  constexpr double kUpperQuartileOfAbsNormal = 1.1503493803760079;
+  return std::max(quantile_of_sorted(magnitudes, 0.5) / kMedianOfAbsNormal,
+                  quantile_of_sorted(magnitudes, 0.75) / kUpperQuartileOfAbsNormal);
+}
+
 /// The arithmetic mean (left-to-right sum over the count); 0 for no values.
 inline double mean(const std::vector<double>& values) {
   return values.empty() ? 0

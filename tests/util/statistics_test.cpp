@@ -58,6 +58,22 @@ TEST(RobustSd, IsTheStandardDeviationAtTheNormalAndIgnoresOneOutlier) {
   EXPECT_DOUBLE_EQ(robust_sd({}), 0);
 }
 
+TEST(ResidualScale, CountsTheResidualsOffsetFromZeroAndTheirTail) {
+  constexpr double kMedian = 0.6744897501960817, kQuartile = 1.1503493803760079;
+  // Magnitudes 1 1 2 2 2: median 2, upper quartile 2; 2 / 0.6745 wins.
+  EXPECT_NEAR(residual_scale({-1, 1, -2, 2, 2}), 2 / kMedian, 1e-12);
+  // A shared offset is no scatter to robust_sd, but every interval around the prediction must
+  // reach it.
+  EXPECT_DOUBLE_EQ(robust_sd({0.3, 0.3, 0.3, 0.3}), 0);
+  EXPECT_NEAR(residual_scale({0.3, 0.3, 0.3, 0.3}), 0.3 / kMedian, 1e-12);
+  // A heavy tail: magnitudes 1 1 1 1 1 5 5 5 5 (9 values): median 1 gives 1.48; the upper
+  // quartile, 5 (position 6 of 0..8), gives 4.35, which wins.
+  EXPECT_NEAR(residual_scale({1, -1, 1, -1, 1, 5, -5, 5, 5}), 5 / kQuartile, 1e-12);
+  // One wild residual among eight moves neither: magnitudes 1 (x7) and 100.
+  EXPECT_NEAR(residual_scale({1, -1, 1, -1, 1, -1, 1, 100}), 1 / kMedian, 1e-12);
+  EXPECT_DOUBLE_EQ(residual_scale({}), 0);
+}
+
 TEST(FitLine, ExactLine) {
   const LineFit fit = fit_line({0, 1, 2, 3}, {1, 3, 5, 7});
   ASSERT_TRUE(fit.valid);
