@@ -17,6 +17,17 @@ using Predictions = std::vector<std::vector<TargetPrediction>>;
 using ModelPtr = std::shared_ptr<Predictor>;
 constexpr double kNan = std::numeric_limits<double>::quiet_NaN();
 
+// An imported network's name (carb predict's architecture column); a ResNet has none (None).
+std::optional<std::string> architecture_of(const Config& config) {
+  return config.imported() ? std::optional(architecture_name(config)) : std::nullopt;
+}
+
+py::list architecture_names(const std::vector<Config>& configs) {
+  py::list names;
+  for (const Config& config : configs) names.append(py::cast(architecture_of(config)));
+  return names;
+}
+
 // Each target's columns ("latency_ms", "latency_ms_low", "latency_ms_high"; NaN where the model
 // cannot predict it) and why a target is unavailable.
 void add_prediction_columns(const Predictor& model, const Predictions& predictions, std::size_t n,
@@ -240,6 +251,7 @@ void bind_model(py::module_& m) {
             canonical.reserve(configs.size());
             for (const Config& config : configs) canonical.push_back(to_key(config));
             columns["key"] = canonical;
+            columns["architecture"] = architecture_names(configs);
             return columns;
           },
           py::arg("keys"), py::arg("plan_memory") = true, py::arg("domain") = false)
@@ -252,6 +264,7 @@ void bind_model(py::module_& m) {
             const std::vector<std::uint64_t> indices(array.data(), array.data() + array.size());
             std::vector<Config> configs;
             std::vector<std::string> keys;
+            std::vector<std::optional<std::string>> names;
             FeatureRows rows = without_gil([&] {
               return space.with_features([&](const Space& s, SpaceFeatures& features) {
                 keys.reserve(indices.size());
@@ -264,6 +277,7 @@ void bind_model(py::module_& m) {
                   }
                   const Config& config = features.config_at(index);
                   keys.push_back(to_key(config));
+                  names.push_back(architecture_of(config));
                   // The engine plans few configurations (plan_memory's limit): only those are
                   // kept.
                   if (planned_memory && indices.size() <= kMostPlannedConfigurations) {
@@ -276,6 +290,7 @@ void bind_model(py::module_& m) {
             py::dict columns =
                 predict_rows(model, rows, indices.size(), configs, planned_memory, domain);
             columns["key"] = py::cast(keys);
+            columns["architecture"] = py::cast(names);
             columns["index"] = array;
             return columns;
           },

@@ -77,6 +77,10 @@ struct StoredOf<std::optional<T>> {
 template <typename T>
 using Stored = typename StoredOf<T>::type;
 
+template <typename T>
+constexpr bool kIsText =
+    std::is_same_v<T, std::string> || std::is_same_v<T, std::optional<std::string>>;
+
 // Feature rows of configurations, column by column (for_each_feature_column's columns): numbers
 // into numpy arrays (allocated with the GIL, filled without it), text columns (the key and the
 // stage lists) only when asked.
@@ -89,7 +93,7 @@ class FeatureColumns {
                               using T = decltype(value());
                               names_.emplace_back(name);
                               texts_.emplace_back();
-                              if constexpr (std::is_same_v<T, std::string>) {
+                              if constexpr (kIsText<T>) {
                                 texts_.back().reserve(n);
                                 arrays_.emplace_back(py::none());
                                 data_.push_back(nullptr);
@@ -109,8 +113,8 @@ class FeatureColumns {
     std::size_t c = 0;
     for_each_feature_column(config, features, options_, [&](std::string_view, const auto& value) {
       using T = decltype(value());
-      if constexpr (std::is_same_v<T, std::string>) {
-        texts_[c].push_back(value());
+      if constexpr (kIsText<T>) {
+        texts_[c].push_back(value());  // a ResNet's architecture: nullopt, None
       } else {
         static_cast<Stored<T>*>(data_[c])[i] = StoredOf<T>::of(value());
       }
@@ -131,9 +135,9 @@ class FeatureColumns {
   std::optional<RooflineDevice> roofline_;
   FeatureColumnOptions options_;  // its roofline points into roofline_
   std::vector<std::string> names_;
-  std::vector<py::object> arrays_;               // a numeric column's array, None for text
-  std::vector<void*> data_;                      // its data
-  std::vector<std::vector<std::string>> texts_;  // a text column's cells
+  std::vector<py::object> arrays_;  // a numeric column's array, None for text
+  std::vector<void*> data_;         // its data
+  std::vector<std::vector<std::optional<std::string>>> texts_;  // a text column's cells
 };
 
 // Features of points by index (through the space's cache), with their indices last.

@@ -326,7 +326,8 @@ std::string architecture_name(const Config& config);
 /// kernel_launches, a count per layer kind (layer_count_column) and roofline_ms. Calls
 /// `column(name, value)` for each, where `value()` computes the cell: std::string (text),
 /// BlockType, Precision, int, std::int64_t, double or bool, or std::optional of BlockType, double
-/// or bool for the ResNet knobs an imported architecture does not have (nullopt for it). An
+/// or bool for the ResNet knobs an imported architecture does not have (nullopt for it), and
+/// std::optional<std::string> for the architecture's name, which a ResNet does not have. An
 /// imported architecture's depth is its weighted layers (convs and fc) and its classes its output
 /// channels, as the model's features count them (docs/features.md). Nothing is computed unless
 /// `value` is called, so a visitor learns the names and types from any configuration (a default
@@ -337,7 +338,9 @@ void for_each_feature_column(const Config& config, const Features& features,
   const bool resnet = !config.imported();
   if (options.text) {
     column(std::string_view("key"), [&] { return to_key(config); });
-    column(std::string_view("architecture"), [&] { return architecture_name(config); });
+    column(std::string_view("architecture"), [&] {
+      return resnet ? std::nullopt : std::optional<std::string>(architecture_name(config));
+    });
   }
   column(std::string_view("block"),
          [&] { return resnet ? std::optional<BlockType>(config.block) : std::nullopt; });

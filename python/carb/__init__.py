@@ -380,7 +380,7 @@ class Model:
         planned = columns.pop("memory_planned")
         engine = columns.pop("engine")
         ordered = {}
-        for name in ("key",):
+        for name in ("key", "architecture"):
             if name in columns:
                 ordered[name] = columns.pop(name)
         ordered.update(columns)

@@ -141,8 +141,8 @@ void print_scores(const std::vector<MethodScores>& scores, const Predictor& pred
     const Metrics& m = s.metrics;
     writer->row({s.target, s.method, static_cast<std::int64_t>(m.n), m.r2, m.mae,
                  unit_of(predictor, s.target), m.mape, m.within10, m.spearman, m.slope,
-                 m.coverage ? Cell(*m.coverage) : Cell(std::string()),
-                 m.mean_width ? Cell(*m.mean_width) : Cell(std::string())});
+                 m.coverage ? Cell(*m.coverage) : Cell(kNull),
+                 m.mean_width ? Cell(*m.mean_width) : Cell(kNull)});
   }
   writer->finish();
 }
@@ -422,19 +422,30 @@ void run_predict(const PredictCommand& command) {
     domain.add(x.data() + i * predictor.feature_names().size(), ids[i],
                configs.empty() ? std::string() : family_of(configs[i]));
   }
+  // Configurations' rows name an imported network beside its key (graph-<hash>_...); a ResNet
+  // has no name (null). A table's rows have no architecture column.
+  const bool by_config = command.table.empty();
   std::vector<std::string> columns = {"key"};
+  if (by_config) columns.emplace_back("architecture");
   for (const TargetInfo& target : predictor.targets()) {
     for (const char* part : {"", "_low", "_high"}) columns.push_back(target.column() + part);
   }
   auto writer = make_row_writer(format, columns, std::cout);
   for (std::size_t i = 0; i < ids.size(); ++i) {
     std::vector<Cell> row = {ids[i]};
+    if (by_config) {
+      if (configs[i].imported()) {
+        row.emplace_back(architecture_name(configs[i]));
+      } else {
+        row.emplace_back(kNull);
+      }
+    }
     for (std::size_t t = 0; t < predictions.size(); ++t) {
       const TargetPrediction& p = predictions[t][i];
       if (p.available) {
         row.insert(row.end(), {p.value, p.low, p.high});
       } else {
-        row.insert(row.end(), {std::string(), std::string(), std::string()});
+        row.insert(row.end(), {kNull, kNull, kNull});
       }
     }
     writer->row(row);

@@ -4,6 +4,7 @@
 #include <charconv>
 #include <nlohmann/json.hpp>
 #include <ostream>
+#include <type_traits>
 
 #include "carb/csv.hpp"
 #include "carb/error.hpp"
@@ -21,6 +22,7 @@ std::string cell_text(const Cell& cell) {
   if (const auto* text = std::get_if<std::string>(&cell)) return *text;
   if (const auto* integer = std::get_if<std::int64_t>(&cell)) return std::to_string(*integer);
   if (const auto* flag = std::get_if<bool>(&cell)) return *flag ? "true" : "false";
+  if (std::holds_alternative<std::monostate>(cell)) return {};
   char buffer[32];
   auto [end, ec] = std::to_chars(buffer, buffer + sizeof buffer, std::get<double>(cell),
                                  std::chars_format::general, 6);
@@ -55,7 +57,15 @@ class JsonWriter : public RowWriter {
   void row(const std::vector<Cell>& cells) override {
     nlohmann::ordered_json object;
     for (std::size_t i = 0; i < cells.size(); ++i) {
-      std::visit([&](const auto& value) { object[columns_[i]] = value; }, cells[i]);
+      std::visit(
+          [&](const auto& value) {
+            if constexpr (std::is_same_v<std::decay_t<decltype(value)>, std::monostate>) {
+              object[columns_[i]] = nullptr;
+            } else {
+              object[columns_[i]] = value;
+            }
+          },
+          cells[i]);
     }
     out_ << (first_ ? "[\n  " : ",\n  ") << object.dump();
     first_ = false;

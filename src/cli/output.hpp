@@ -15,8 +15,11 @@ struct CampaignProgress;
 
 namespace carb::cli {
 
-/// One cell: text, an integer, a real number or a boolean.
-using Cell = std::variant<std::string, std::int64_t, double, bool>;
+/// One cell: text, an integer, a real number, a boolean, or nothing (kNull): a value that does
+/// not exist, such as an imported network's ResNet knobs or an unavailable target's prediction.
+/// JSON writes nothing as null; the table and CSV as an empty field.
+using Cell = std::variant<std::string, std::int64_t, double, bool, std::monostate>;
+inline constexpr std::monostate kNull{};
 
 enum class Format { kTable, kCsv, kJson };
 

@@ -261,7 +261,7 @@ void print_transfer(const DeviceTransfer& transfer) {
                       std::cout);
   for (const TargetTransfer& t : transfer.targets) {
     if (!t.available) {
-      std::vector<Cell> row(10, std::string());
+      std::vector<Cell> row(10, kNull);
       row[0] = std::string(to_string(t.target));
       row[1] = static_cast<std::int64_t>(t.shared);
       row[9] = "unavailable: " + t.reason;

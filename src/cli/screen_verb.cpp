@@ -98,7 +98,14 @@ void report_screen(const ScreenCommand& command, const ScreenSetup& setup,
   const std::size_t shown = std::min(command.top, result.ranked.size());
   const auto cells_of = [&](std::size_t i) {
     std::vector<Cell> row = {pool[i].key};
-    if (named) row.emplace_back(architecture_name(parse_key(pool[i].key)));
+    if (named) {
+      const std::string name = architecture_name(parse_key(pool[i].key));
+      if (name.empty()) {
+        row.emplace_back(kNull);  // a ResNet
+      } else {
+        row.emplace_back(name);
+      }
+    }
     if (result.value) row.emplace_back(pool[i].value.value_or(0));
     row.emplace_back(result.assessed[i].probability);
     for (std::size_t t : shown_targets) {
@@ -184,7 +191,7 @@ void report_screen(const ScreenCommand& command, const ScreenSetup& setup,
     for (std::size_t i = 0; i < pool.size(); ++i) {
       std::vector<Cell> row = {
           pool[i].key, result.assessed[i].feasible,
-          ranks[i] > 0 ? Cell(static_cast<std::int64_t>(ranks[i])) : Cell(std::string())};
+          ranks[i] > 0 ? Cell(static_cast<std::int64_t>(ranks[i])) : Cell(kNull)};
       const std::vector<Cell> rest = cells_of(i);
       row.insert(row.end(), rest.begin() + 1, rest.end());
       csv->row(row);

@@ -71,10 +71,10 @@ void for_each_selected(const Space& space, SpaceFeatures& features, const SpaceO
 template <typename T>
 Cell cell_of(T value);
 
-// A knob an imported architecture does not have: an empty cell.
+// A knob an imported architecture does not have: null.
 template <typename T>
 Cell cell_of(std::optional<T> value) {
-  return value ? cell_of(*value) : Cell(std::string());
+  return value ? cell_of(*value) : Cell(kNull);
 }
 
 template <typename T>

@@ -101,11 +101,22 @@ TEST_F(ModelCli, PredictsKeysAndSpecSamplesWithIntervals) {
   std::string header, row;
   std::getline(csv, header);
   EXPECT_EQ(header,
-            "key,memory_B,memory_B_low,memory_B_high,energy_J,energy_J_low,energy_J_high,"
-            "latency_ms,latency_ms_low,latency_ms_high");
+            "key,architecture,memory_B,memory_B_low,memory_B_high,energy_J,energy_J_low,"
+            "energy_J_high,latency_ms,latency_ms_low,latency_ms_high");
   std::getline(csv, row);
-  EXPECT_EQ(row.rfind("basic18_w1_ds_r64_b1_fp32,", 0), 0U) << row;
+  // A ResNet has no architecture name: an empty field.
+  EXPECT_EQ(row.rfind("basic18_w1_ds_r64_b1_fp32,,", 0), 0U) << row;
   EXPECT_NE(row.find(",,,"), std::string::npos) << "energy is empty, never 0: " << row;
+  // In JSON what does not exist is null, never "" or 0.
+  CommandResult json =
+      run("predict --model " + model + " basic18_w1_ds_r64_b1_fp32 --format json", false);
+  ASSERT_EQ(json.exit_code, 0) << json.out;
+  const auto parsed = nlohmann::json::parse(json.out);
+  ASSERT_EQ(parsed.size(), 1U) << json.out;
+  for (const char* column : {"architecture", "energy_J", "energy_J_low", "energy_J_high"}) {
+    EXPECT_TRUE(parsed.at(0).at(column).is_null()) << column << ": " << json.out;
+  }
+  EXPECT_GT(parsed.at(0).at("latency_ms").get<double>(), 0) << json.out;
   CommandResult with_note = run("predict --model " + model + " basic18_w1_ds_r64_b1_fp32");
   EXPECT_NE(with_note.out.find("note: energy is unavailable: no energy measured"),
             std::string::npos);
@@ -311,9 +322,10 @@ TEST_F(ModelCli, ScreensTheMillionPointSpaceInChunks) {
   ASSERT_EQ(screen.exit_code, 0) << screen.out;
   EXPECT_NE(screen.out.find("screened 1399680 configurations"), std::string::npos) << screen.out;
   // A CPU model of cpu-demo.yaml knows nothing of 224 px or fp16: screening says so.
-  EXPECT_NE(screen.out.find(" candidates (those not confidently over budget) lie outside the data " +
-                            model + " was fitted on (first: "),
-            std::string::npos)
+  EXPECT_NE(
+      screen.out.find(" candidates (those not confidently over budget) lie outside the data " +
+                      model + " was fitted on (first: "),
+      std::string::npos)
       << screen.out;
   // By default they are kept with wider intervals and judged by their upper ends.
   EXPECT_NE(screen.out.find("kept with intervals widened by their distance, feasible only when "
@@ -374,9 +386,10 @@ TEST_F(ModelCli, RefinesByReplayingAFinishedCampaign) {
       run("fit --db " + start + " -o " + start_model + " --forest-trees 16 --threads 1");
   ASSERT_EQ(start_fit.exit_code, 0) << start_fit.out;
 
-  const std::string refine = "screen --model " + start_model + " --keys " + keys +
-                             " --budget 'latency<=2ms,memory<=32MiB' --outside-domain allow --refine 30 --rounds 2 --db " +
-                             start + " --replay " + db + " --threads 1 --json " + json;
+  const std::string refine =
+      "screen --model " + start_model + " --keys " + keys +
+      " --budget 'latency<=2ms,memory<=32MiB' --outside-domain allow --refine 30 --rounds 2 --db " +
+      start + " --replay " + db + " --threads 1 --json " + json;
   CommandResult screen = run(refine);
   ASSERT_EQ(screen.exit_code, 0) << screen.out;
   std::ifstream in(json);

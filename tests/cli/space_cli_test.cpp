@@ -82,6 +82,9 @@ TEST(SpaceCli, ShowPrintsLayersAndRoofline) {
       run("space show basic18_w1_ds_r224_b1_fp32 --roofline 67:3350 --format json");
   ASSERT_EQ(roofline.exit_code, 0) << roofline.out;
   EXPECT_NE(roofline.out.find("\"roofline_ms\":"), std::string::npos);
+  // A ResNet has knobs but no architecture name: null in JSON.
+  EXPECT_NE(roofline.out.find("\"architecture\":null,\"block\":\"basic\""), std::string::npos)
+      << roofline.out;
 }
 
 TEST(SpaceCli, BadInputGetsOneLineAndExitCodeTwo) {

@@ -142,7 +142,7 @@ TEST(FeatureColumns, HoldTheConfigurationsValues) {
   const RooflineDevice device = parse_roofline_device("67:3350");
   const Row row = feature_row(config, features, {.roofline = &device});
   EXPECT_EQ(row.at<std::string>("key"), "bottleneck26_w0.5_nods_r96_b8_fp16");
-  EXPECT_EQ(row.at<std::string>("architecture"), "");
+  EXPECT_EQ(row.at<std::string>("architecture"), "none");  // a ResNet has no name: nullopt
   EXPECT_EQ(row.at<BlockType>("block"), BlockType::kBottleneck);
   EXPECT_EQ(row.at<int>("depth"), 26);
   EXPECT_EQ(row.at<double>("width"), 0.5);

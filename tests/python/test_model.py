@@ -21,8 +21,8 @@ def cli_number(value):
 
 
 def prediction_columns(frame):
-    return [c for c in frame.columns if c not in ("key", "index", "inside_domain",
-                                                  "domain_distance")]
+    return [c for c in frame.columns if c not in ("key", "architecture", "index",
+                                                  "inside_domain", "domain_distance")]
 
 
 def test_predictions_equal_carb_predicts_exactly(cli_model, tmp_path):
@@ -35,10 +35,12 @@ def test_predictions_equal_carb_predicts_exactly(cli_model, tmp_path):
     assert list(frame.columns) == list(rows[0].keys())
     for column in frame.columns:
         ours = frame[column].tolist()
-        theirs = [math.nan if row[column] == "" else row[column] for row in rows]
-        if column == "key":
+        # What does not exist is null in carb's JSON: NaN in a number column, None in text.
+        theirs = [row[column] for row in rows]
+        if column in ("key", "architecture"):
             assert ours == theirs
         else:
+            theirs = [math.nan if value is None else value for value in theirs]
             assert np.array_equal(np.array(ours, dtype=float), np.array(theirs, dtype=float),
                                   equal_nan=True), column
     # The CSV the brief names, cell by cell, as the command line formats numbers.
@@ -46,8 +48,10 @@ def test_predictions_equal_carb_predicts_exactly(cli_model, tmp_path):
                   "csv").stdout.splitlines()
     assert csv[0].split(",") == list(frame.columns)
     for line, (_, row) in zip(csv[1:], frame.iterrows()):
-        assert line.split(",") == [row["key"]] + [cli_number(row[c])
+        assert line.split(",") == [row["key"], ""] + [cli_number(row[c])
                                                   for c in prediction_columns(frame)]
+    # ResNets have no architecture name (None, as carb's JSON has null).
+    assert frame["architecture"].tolist() == [None] * len(KEYS)
     # Energy was never measured on the reference campaign's machine: NaN, with the reason.
     assert frame["energy_J"].isna().all()
     assert "energy" in frame.attrs["unavailable"]

@@ -42,6 +42,11 @@ TEST(OnnxCli, ShowsTheFeaturesOfAnExport) {
   EXPECT_EQ(row["batch"], 1);
   EXPECT_EQ(row["key"].get<std::string>().rfind("graph-", 0), 0u) << row["key"];
   EXPECT_NE(row["key"].get<std::string>().find("_r224_b1_fp32"), std::string::npos);
+  EXPECT_EQ(row["architecture"], "resnet50-bn");
+  // The ResNet knobs an imported network does not have are null, not "" or 0.
+  for (const char* knob : {"block", "width", "early_downsample"}) {
+    EXPECT_TRUE(row[knob].is_null()) << knob << ": " << row[knob];
+  }
 
   // At another resolution and batch: the MACs PyTorch's hooks count at 160 px, times 4.
   const CommandResult other = run("space show --onnx " + zoo_file("mobilenet_v2-bn.onnx") +

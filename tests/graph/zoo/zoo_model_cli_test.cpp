@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 
 #include "run.hpp"
@@ -87,12 +88,16 @@ TEST_F(ZooModelCli, PredictsAndScreensASpaceOfModelFiles) {
   ASSERT_EQ(predicted.exit_code, 0) << predicted.out;
   const auto rows = nlohmann::json::parse(predicted.out);
   ASSERT_EQ(rows.size(), 8U) << predicted.out;
+  std::set<std::string> names;
   for (const auto& row : rows) {
     EXPECT_EQ(row.at("key").get<std::string>().rfind("graph-", 0), 0U) << row;
+    names.insert(row.at("architecture").get<std::string>());
     EXPECT_GT(row.at("latency_ms").get<double>(), 0) << row;
     EXPECT_GT(row.at("memory_B").get<double>(), 0) << row;
     EXPECT_LE(row.at("latency_ms_low").get<double>(), row.at("latency_ms").get<double>()) << row;
   }
+  // Each imported network by its file's name beside its key.
+  EXPECT_EQ(names, (std::set<std::string>{"squeezenet1_1-bn", "mobilenet_v2-bn"}));
   // One of those keys again: alone it names an architecture this run never imported; with the
   // spec its model files are imported and it predicts as above.
   const std::string key = rows.at(3).at("key").get<std::string>();
