@@ -106,7 +106,14 @@ void report_screen(const ScreenCommand& command, const ScreenSetup& setup,
         row.emplace_back(name);
       }
     }
-    if (result.value) row.emplace_back(pool[i].value.value_or(0));
+    // A candidate without a value: null (screening refuses those; none should reach here).
+    if (result.value) {
+      if (pool[i].value) {
+        row.emplace_back(*pool[i].value);
+      } else {
+        row.emplace_back(kNull);
+      }
+    }
     row.emplace_back(result.assessed[i].probability);
     for (std::size_t t : shown_targets) {
       row.insert(row.end(),

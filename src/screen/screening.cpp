@@ -148,7 +148,6 @@ std::optional<double> objective_value(const ValueObjective& value,
   }
   const auto feature = [&](std::string_view name) -> std::optional<double> {
     const std::size_t f = feature_index(feature_names, name);
-    // NaN: a knob the configuration does not have (an imported architecture's width).
     if (f == std::string::npos || std::isnan(row[f])) return std::nullopt;
     return static_cast<double>(row[f]);
   };
@@ -163,7 +162,10 @@ std::optional<double> objective_value(const ValueObjective& value,
     return flops ? std::optional<double>(*flops / 2) : std::nullopt;
   }
   if (value.name == "depth") return feature("depth");
-  if (value.name == "width") return feature("width_multiplier");
+  // An imported architecture has no width (its feature holds 0 for the trees): no value.
+  if (value.name == "width") {
+    return config.imported() ? std::nullopt : feature("width_multiplier");
+  }
   return std::nullopt;
 }
 
@@ -530,6 +532,14 @@ class Pass {
 
   void check_values(std::uint64_t candidates) const {
     if (missing_value_ == 0) return;
+    if (request_.value->analytic()) {  // width: a ResNet knob an imported network lacks
+      throw Error(ErrorCategory::kUsage,
+                  "--maximize " + request_.value->name + ": " + first_missing_ + " has no " +
+                      request_.value->name + " (" + std::to_string(missing_value_) + " of " +
+                      std::to_string(candidates) +
+                      " candidates are imported networks, which have no ResNet width); maximize "
+                      "params, macs, flops or depth, or give values with --value");
+    }
     throw Error(ErrorCategory::kInput,
                 request_.value->file + ": no " + request_.value->name + " value for " +
                     first_missing_ + " (" + std::to_string(missing_value_) + " of " +

@@ -137,6 +137,15 @@ TEST_F(ZooModelCli, PredictsAndScreensASpaceOfModelFiles) {
       << warned.out;
   const std::string csv = carb_test::slurp(front);
   EXPECT_NE(csv.find("graph-"), std::string::npos) << csv;
+  // An imported network has no width: maximizing it is one error line, not a value of 0.
+  const CommandResult widest = run("screen --model " + model + " --spec " + spec +
+                                   " --budget 'latency<=1000ms' --maximize width");
+  EXPECT_EQ(widest.exit_code, 2) << widest.out;
+  EXPECT_EQ(carb_test::lines(widest.out), 1) << widest.out;
+  EXPECT_NE(widest.out.find("--maximize width: graph-"), std::string::npos) << widest.out;
+  EXPECT_NE(widest.out.find("has no width (8 of 8 candidates are imported networks"),
+            std::string::npos)
+      << widest.out;
 }
 
 TEST_F(ZooModelCli, CharacterizesAndReportsImportedNetworksByName) {
