@@ -131,10 +131,12 @@ std::vector<Config> informative_choice(const ScreenResult& result, const ScreenR
     if (attempted.count(result.pool[i].key)) continue;
     AcquisitionCandidate c;
     for (std::size_t k = 0; k < request.costs.size(); ++k) {
-      const std::size_t t = static_cast<std::size_t>(
-          std::find_if(result.targets.begin(), result.targets.end(),
-                       [&](const TargetInfo& info) { return info.name == to_string(request.costs[k]); }) -
-          result.targets.begin());
+      const std::size_t t =
+          static_cast<std::size_t>(std::find_if(result.targets.begin(), result.targets.end(),
+                                                [&](const TargetInfo& info) {
+                                                  return info.name == to_string(request.costs[k]);
+                                                }) -
+                                   result.targets.begin());
       const TargetPrediction& p = result.predictions[t][i];
       c.estimate.value[k] = p.value;
       c.estimate.low[k] = p.low;
@@ -158,7 +160,8 @@ std::vector<Config> informative_choice(const ScreenResult& result, const ScreenR
   const std::vector<double> scores =
       acquisition_scores(open, front_values, objectives, !request.budgets.empty());
   std::vector<Config> chosen;
-  for (std::size_t j : top_scores(scores, n)) chosen.push_back(parse_key(result.pool[index[j]].key));
+  for (std::size_t j : top_scores(scores, n))
+    chosen.push_back(parse_key(result.pool[index[j]].key));
   return chosen;
 }
 
@@ -381,16 +384,17 @@ RefineResult refine(Predictor& model, const Predictor* stage1, const CandidateSe
 }
 
 nlohmann::json refine_round_json(const RefineRound& r) {
+  const auto optional = [](const std::optional<double>& v) {
+    return v ? nlohmann::json(*v) : nlohmann::json();
+  };
   nlohmann::json errors = nlohmann::json::object();
   for (std::size_t t = 0; t < kTargetCount; ++t) {
     if (!r.new_errors[t]) continue;
     const Metrics& m = *r.new_errors[t];
+    // No intervals, no coverage: null, not 0%.
     errors[std::string(to_string(static_cast<Target>(t)))] = {
-        {"n", m.n}, {"mape_pct", m.mape}, {"coverage_pct", m.coverage.value_or(0)}};
+        {"n", m.n}, {"mape_pct", m.mape}, {"coverage_pct", optional(m.coverage)}};
   }
-  const auto optional = [](const std::optional<double>& v) {
-    return v ? nlohmann::json(*v) : nlohmann::json();
-  };
   return {{"round", r.round},
           {"acquired", r.acquired},
           {"measured", r.measured},

@@ -534,11 +534,12 @@ class Pass {
     if (missing_value_ == 0) return;
     if (request_.value->analytic()) {  // width: a ResNet knob an imported network lacks
       throw Error(ErrorCategory::kUsage,
-                  "--maximize " + request_.value->name + ": " + first_missing_ + " has no " +
+                  "maximize " + request_.value->name + ": " + first_missing_ + " has no " +
                       request_.value->name + " (" + std::to_string(missing_value_) + " of " +
                       std::to_string(candidates) +
                       " candidates are imported networks, which have no ResNet width); maximize "
-                      "params, macs, flops or depth, or give values with --value");
+                      "params, macs, flops or depth, or give values per configuration",
+                  "maximize");
     }
     throw Error(ErrorCategory::kInput,
                 request_.value->file + ": no " + request_.value->name + " value for " +
