@@ -202,6 +202,13 @@ struct Features {
   /// Largest sum of live activation buffers in execution order, input included, for an engine
   /// that folds batch-norm and runs ReLU and add in place (docs/features.md).
   std::int64_t peak_activation_bytes = 0;
+  /// Bytes of the activation arena carb's engines plan (engine_plan.hpp: fused kernels, in-place
+  /// sums, best-fit placement), in plain layouts: no channel padding, no alignment.
+  std::int64_t engine_arena_bytes = 0;
+  /// Prepare's high-water mark on carb's CPU engine, in plain layouts: engine_arena_bytes plus
+  /// the weights loaded layer by layer with each conv's or fc layer's parameters staged once more
+  /// as float32, or plus all the weights and the input as float32 (docs/features.md).
+  std::int64_t prepare_peak_bytes = 0;
   double arithmetic_intensity = 0;  ///< flops / (param_bytes + activation_bytes), FLOP per byte
   LayerCounts layer_counts;
   int widest_channels = 0;  ///< most output channels of any conv layer

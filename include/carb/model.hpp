@@ -97,8 +97,9 @@ std::vector<TargetInfo> store_targets();
 /// The name of carb's architecture feature schema. "carb-ir-2" added the per-layer-class totals
 /// and the per-layer roofline sums to "carb-ir-1"; "carb-ir-3" the classes of other networks
 /// than ResNets (depthwise, grouped and other convolutions, data movement) and every class's
-/// layer count. A model of another schema must be refitted.
-inline constexpr std::string_view kArchitectureSchema = "carb-ir-3";
+/// layer count; "carb-ir-4" the engine plan's arena and prepare's peak (engine_arena_bytes,
+/// prepare_peak_bytes). A model of another schema must be refitted.
+inline constexpr std::string_view kArchitectureSchema = "carb-ir-4";
 /// The architecture-only feature names of schema kArchitectureSchema.
 const std::vector<std::string>& architecture_feature_names();
 /// Whether an architecture feature is one of the per-layer-class totals or per-layer roofline

@@ -5,6 +5,7 @@
 #include <optional>
 #include <unordered_map>
 
+#include "carb/engine_plan.hpp"
 #include "carb/error.hpp"
 #include "carb/graph.hpp"
 
@@ -92,6 +93,10 @@ struct Profile {
   std::int64_t macs = 0;
   std::int64_t activation_elements = 0;
   std::int64_t peak_activation_elements = 0;
+  std::int64_t arena_elements = 0;  ///< the engine plan's arena, plain layouts (engine_arena_bytes)
+  std::int64_t input_elements = 0;
+  /// Prepare's weight high-water mark (prepare_peak_bytes) for 2- and 4-byte elements.
+  std::array<std::int64_t, 2> staged_peak_bytes{};
   LayerCounts layer_counts;
   int widest_channels = 0;
   int output_channels = 0;
@@ -157,7 +162,67 @@ std::int64_t peak_live_elements(const Network& network) {
   return peak;
 }
 
-Profile profile_of(const Network& network) {
+// The engine plan's buffers (engine_plan.hpp), each as the IR tensor that sizes it and its
+// lifetime, for the last topology planned. A plan depends on the topology alone, so the points
+// of a space that differ only in resolution share one (SpaceFeatures visits them in a row).
+struct ArenaMemo {
+  std::vector<int> topology;           ///< topology_of the network planned
+  std::vector<engine::Value> buffers;  ///< the plan's values (their shapes unused)
+  // Scratch space, kept to spare an allocation a network.
+  std::vector<int> next_topology;
+  std::vector<engine::BufferRequest> requests;
+};
+
+// What plan_execution reads of a network, into `topology`: each layer's kind, in-place flag,
+// output and inputs, and the network's input and output.
+void topology_of(const Network& network, std::vector<int>& topology) {
+  topology.assign({network.input, network.output});
+  for (const Layer& layer : network.layers) {
+    topology.push_back(static_cast<int>(layer.kind) * 2 + (layer.in_place ? 1 : 0));
+    topology.push_back(layer.output);
+    topology.push_back(layer.input_count());
+    topology.insert(topology.end(), layer.inputs.begin(), layer.inputs.end());
+  }
+}
+
+// The activation arena carb's engines plan (engine_plan.hpp: fused kernels, in-place sums and
+// elementwise ops, best-fit placement), in elements of plain layouts: no channel padding, no
+// alignment, so it scales with the batch as the other activation features do.
+std::int64_t arena_elements(const Network& network, ArenaMemo& memo) {
+  topology_of(network, memo.next_topology);
+  if (memo.next_topology != memo.topology) {
+    memo.buffers = engine::plan_execution(network, engine::ResidualMode::kAccumulateInPlace,
+                                          engine::OpNames::kUnnamed)
+                       .values;
+    std::swap(memo.topology, memo.next_topology);
+  }
+  memo.requests.clear();
+  for (const engine::Value& value : memo.buffers) {
+    memo.requests.push_back({network.tensors[static_cast<std::size_t>(value.tensor)].elements(),
+                             value.first_op, value.last_op});
+  }
+  return engine::plan_arena(memo.requests, 1).arena_bytes;
+}
+
+// Prepare's weight high-water mark as carb's CPU engine reaches it, for 2- and 4-byte elements:
+// the weights load layer by layer, and while a conv's or fc layer's weights are reordered into
+// the kernel's layout, its parameters are also staged as float32. The most, over those layers,
+// of the parameter bytes loaded so far (its own included) plus its float32 copy.
+std::array<std::int64_t, 2> staged_peak_bytes(const Network& network) {
+  constexpr auto kFloat = static_cast<std::int64_t>(sizeof(float));
+  std::int64_t loaded = 0;  // parameters
+  std::array<std::int64_t, 2> peak{};
+  for (const Layer& layer : network.layers) {
+    loaded += layer.params;
+    if (layer.kind == LayerKind::kConv || layer.kind == LayerKind::kFullyConnected) {
+      peak[0] = std::max(peak[0], 2 * loaded + kFloat * layer.params);
+      peak[1] = std::max(peak[1], 4 * loaded + kFloat * layer.params);
+    }
+  }
+  return peak;
+}
+
+Profile profile_of(const Network& network, ArenaMemo& memo) {
   Profile profile;
   for (const Layer& layer : network.layers) {
     profile.params += layer.params;
@@ -185,6 +250,9 @@ Profile profile_of(const Network& network) {
     }
   }
   profile.peak_activation_elements = peak_live_elements(network);
+  profile.arena_elements = arena_elements(network, memo);
+  profile.input_elements = network.tensors[static_cast<std::size_t>(network.input)].elements();
+  profile.staged_peak_bytes = staged_peak_bytes(network);
   profile.output_channels = network.tensors[static_cast<std::size_t>(network.output)].c;
   return profile;
 }
@@ -199,6 +267,13 @@ Features scale(const Profile& profile, std::int64_t batch_scale, Precision preci
   features.param_bytes = profile.params * bytes;
   features.activation_bytes = profile.activation_elements * batch_scale * bytes;
   features.peak_activation_bytes = profile.peak_activation_elements * batch_scale * bytes;
+  features.engine_arena_bytes = profile.arena_elements * batch_scale * bytes;
+  CARB_CHECK(bytes == 2 || bytes == 4, "elements of 2 or 4 bytes");
+  const std::int64_t float_input =
+      profile.input_elements * batch_scale * static_cast<std::int64_t>(sizeof(float));
+  features.prepare_peak_bytes =
+      features.engine_arena_bytes +
+      std::max(features.param_bytes + float_input, profile.staged_peak_bytes[bytes == 4 ? 1 : 0]);
   features.arithmetic_intensity =
       static_cast<double>(features.flops) /
       static_cast<double>(features.param_bytes + features.activation_bytes);
@@ -230,7 +305,8 @@ Features scale(const Profile& profile, std::int64_t batch_scale, Precision preci
 }  // namespace
 
 Features compute_features(const Network& network) {
-  return scale(profile_of(network), 1, network.config.precision);
+  ArenaMemo memo;
+  return scale(profile_of(network, memo), 1, network.config.precision);
 }
 
 RooflineDevice parse_roofline_device(std::string_view text) {
@@ -316,6 +392,7 @@ struct SpaceFeatures::Cache {
   /// architecture and resolution differ in batch and precision only.
   std::optional<std::uint64_t> config_group;
   Config group_config;
+  ArenaMemo arena_memo;  ///< the last topology's plan, shared by its resolutions
 };
 
 SpaceFeatures::SpaceFeatures(const Space& space)
@@ -346,7 +423,7 @@ Features SpaceFeatures::at(std::uint64_t index) {
   auto compute = [&]() {
     Config config = space_.at(group * per_group);
     config.batch = 1;
-    return profile_of(build_network(config));
+    return profile_of(build_network(config), cache_->arena_memo);
   };
   if (!cache_->dense.empty()) {
     auto& slot = cache_->dense[group];

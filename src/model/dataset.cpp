@@ -75,6 +75,8 @@ void for_each_architecture_feature(const Config& config, const Features& feature
   emit("log_peak_activation_bytes", "", log1(real(features.peak_activation_bytes)));
   emit("log_analytic_peak_bytes", "",
        log1(real(features.param_bytes + features.peak_activation_bytes)));
+  emit("log_engine_arena_bytes", "", log1(real(features.engine_arena_bytes)));
+  emit("log_prepare_peak_bytes", "", log1(real(features.prepare_peak_bytes)));
   emit("log_arithmetic_intensity", "", log1(features.arithmetic_intensity));
   emit("log_flops_per_image", "", log1(real(features.flops) / config.batch));
   for (int c = 0; c < kLayerClassCount; ++c) {

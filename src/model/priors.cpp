@@ -79,8 +79,9 @@ Additive Additive::columns_of(const std::vector<std::string>& names) {
 
 Additive Additive::memory_columns_of(const std::vector<std::string>& names) {
   Additive additive;
-  for (const char* wanted : {"log_param_bytes", "log_activation_bytes", "log_peak_activation_bytes",
-                             "log_analytic_peak_bytes"}) {
+  for (const char* wanted :
+       {"log_param_bytes", "log_activation_bytes", "log_peak_activation_bytes",
+        "log_analytic_peak_bytes", "log_engine_arena_bytes", "log_prepare_peak_bytes"}) {
     const auto found = std::find(names.begin(), names.end(), wanted);
     if (found == names.end()) continue;
     additive.columns.push_back(static_cast<std::size_t>(found - names.begin()));

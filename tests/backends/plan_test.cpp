@@ -5,8 +5,8 @@
 #include <algorithm>
 
 #include "architectures.hpp"
+#include "carb/engine_plan.hpp"
 #include "carb/graph.hpp"
-#include "engine/plan.hpp"
 
 namespace carb::engine {
 namespace {

@@ -85,6 +85,14 @@ TEST(Features, TinyNetworkByHand) {
   EXPECT_EQ(features.activation_bytes, 4 * (3 * 512 + 10));
   // Live: input 192 + stem 512, then stem + conv1 + conv2 = 1536 elements at the block's end.
   EXPECT_EQ(features.peak_activation_bytes, 4 * 1536);
+  // The engine plan fuses conv2's batch norm, the add and the ReLU into conv2, which sums into
+  // the stem's buffer: the input (kept for the whole pass), the stem's and conv1's outputs.
+  EXPECT_EQ(features.engine_arena_bytes, 4 * (192 + 512 + 512));
+  // Prepare peaks staging conv2: every parameter up to it (stem 216 + 16, conv1 576 + 16,
+  // conv2 576) plus conv2's 576 once more as float32, above all 1,506 parameters with the input
+  // as float32 (4 x (1,506 + 192)).
+  EXPECT_EQ(features.prepare_peak_bytes,
+            features.engine_arena_bytes + 4 * (216 + 16 + 576 + 16 + 576) + 4 * 576);
   EXPECT_DOUBLE_EQ(features.arithmetic_intensity,
                    static_cast<double>(features.flops) /
                        static_cast<double>(features.param_bytes + features.activation_bytes));
@@ -164,6 +172,12 @@ TEST(Features, ScaleWithBatchAndPrecision) {
   EXPECT_EQ(many.param_bytes * 2, one.param_bytes);
   EXPECT_EQ(many.activation_bytes * 2, one.activation_bytes * 16);
   EXPECT_EQ(many.peak_activation_bytes * 2, one.peak_activation_bytes * 16);
+  EXPECT_EQ(many.engine_arena_bytes * 2, one.engine_arena_bytes * 16);
+  // Staging is float32 at any precision; the weights loaded before it are not.
+  EXPECT_GT(many.prepare_peak_bytes - many.engine_arena_bytes,
+            (one.prepare_peak_bytes - one.engine_arena_bytes) / 2);
+  EXPECT_LT(many.prepare_peak_bytes - many.engine_arena_bytes,
+            one.prepare_peak_bytes - one.engine_arena_bytes + 16 * 64 * 64 * 3 * 4);
 }
 
 TEST(Roofline, IsComputeOrMemoryBound) {

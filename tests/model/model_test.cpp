@@ -591,9 +591,9 @@ TEST(ArchitectureFeatures, LayerClassTotalsOfATinyNetworkByHand) {
   const FeatureRows rows = feature_rows(std::vector<Config>{config});
   const std::vector<float>& row = rows.x;
   ASSERT_EQ(row.size(), architecture_feature_names().size());
-  // 22 whole-network features, then 57 per-class totals (MACs of the 17 classes that have them,
+  // 24 whole-network features, then 57 per-class totals (MACs of the 17 classes that have them,
   // bytes and layer counts of all 20) and 3 roofline sums.
-  EXPECT_EQ(row.size(), 82u);
+  EXPECT_EQ(row.size(), 84u);
   EXPECT_EQ(std::count_if(architecture_feature_names().begin(), architecture_feature_names().end(),
                           [](const std::string& name) { return is_layer_feature(name); }),
             60);
@@ -761,7 +761,7 @@ TEST(Dataset, ARepeatedConfigurationIsTheMedianOfItsMeasurements) {
 
 TEST(Fit, TheAdditivePriorRecoversAnAdditiveLatency) {
   const Dataset data = additive_store_data();
-  EXPECT_EQ(data.schema, "carb-ir-3");
+  EXPECT_EQ(data.schema, "carb-ir-4");
   FitReport report;
   const Predictor predictor = Predictor::fit(data, quick_options(), &report);
   // Latency is exactly additive in the totals: the additive prior alone is nearly exact, far
@@ -812,7 +812,7 @@ TEST(Fit, TheAdditivePriorRecoversAnAdditiveLatency) {
   old.replace(old.find("\"carb-ir-3\""), 11, "\"carb-ir-1\"");
   EXPECT_EQ(
       model_load_error(old),
-      "m.json: fitted on feature schema carb-ir-1, this carb's is carb-ir-3; refit the model");
+      "m.json: fitted on feature schema carb-ir-1, this carb's is carb-ir-4; refit the model");
   // A prior the fit cannot have made (a negative coefficient) is a corrupt file, not a model.
   auto negative = nlohmann::json::parse(text);
   negative["targets"][2]["additive_prior"]["coef"]["layers_conv_stem"] = -1.0;

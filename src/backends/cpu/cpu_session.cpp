@@ -17,11 +17,11 @@
 #include <sys/mman.h>
 #include <nlohmann/json.hpp>
 
+#include "carb/engine_plan.hpp"
 #include "carb/error.hpp"
 #include "cpu_backend.hpp"
 #include "dnnl_check.hpp"
 #include "engine/fold.hpp"
-#include "engine/plan.hpp"
 #include "pages.hpp"
 
 namespace carb::cpu {

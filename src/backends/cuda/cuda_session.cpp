@@ -17,13 +17,13 @@
 
 #include "algorithm.hpp"
 #include "allocator.hpp"
+#include "carb/engine_plan.hpp"
 #include "carb/error.hpp"
 #include "carb/telemetry.hpp"
 #include "check.hpp"
 #include "cublas.hpp"
 #include "cuda_backend.hpp"
 #include "engine/fold.hpp"
-#include "engine/plan.hpp"
 #include "host_data.hpp"
 
 namespace carb::cuda {

@@ -52,9 +52,10 @@ struct Op {
 
 /// One activation buffer: a tensor and every tensor written over it in place.
 struct Value {
-  Shape shape;
+  Shape shape;        ///< that of `tensor`
   int first_op = -1;  ///< op that first writes it (0 for the network input)
   int last_op = -1;   ///< last op that reads or writes it, inclusive
+  int tensor = -1;    ///< the IR tensor first written into it
 };
 
 /// Kernels in execution order and the values they pass. The network input and output values are
@@ -77,14 +78,21 @@ enum class ResidualMode {
   kSeparateOutput,
 };
 
+/// Whether plan_execution names its ops (Op::name), which only diagnostics read.
+enum class OpNames { kNamed, kUnnamed };
+
 /// Fuses the IR: conv + batch norm (+ activation); a conv + batch norm whose only reader is an
 /// add, + add (+ activation), as one conv that adds the other operand (the identity), run where
 /// the IR runs the add (after a ResNet's downsample branch). An op writes over a tensor (a sum
 /// into its identity, an elementwise op over its first operand) only when every other reader
 /// of that tensor has run, and never over the network input or output; a sum that cannot runs
-/// as a conv and an add.
+/// as a conv and an add. The plan depends on the network's topology only (its layers' kinds,
+/// inputs and outputs), not on its shapes, which its values copy.
+/// With OpNames::kUnnamed the ops' names stay empty: the same plan, faster (the analytic
+/// features plan every network of a space).
 ExecutionPlan plan_execution(const Network& network,
-                             ResidualMode mode = ResidualMode::kAccumulateInPlace);
+                             ResidualMode mode = ResidualMode::kAccumulateInPlace,
+                             OpNames names = OpNames::kNamed);
 
 /// A buffer to place: its size and the ops during which it is live (inclusive).
 struct BufferRequest {

@@ -1,5 +1,5 @@
 // Fusion of the IR into kernels, value lifetimes, and the arena placement of activation buffers.
-#include "plan.hpp"
+#include "carb/engine_plan.hpp"
 
 #include <algorithm>
 #include <limits>
@@ -20,9 +20,10 @@ std::string part_name(const Layer& layer) {
 
 class Planner {
  public:
-  Planner(const Network& network, ResidualMode mode)
+  Planner(const Network& network, ResidualMode mode, OpNames names)
       : network_(network),
         mode_(mode),
+        named_(names == OpNames::kNamed),
         readers_(network.tensors.size()),
         value_of_(network.tensors.size(), -1),
         covered_(network.layers.size(), false),
@@ -104,7 +105,7 @@ class Planner {
   }
 
   int new_value(int tensor) {
-    plan_.values.push_back(Value{network_.tensors[tensor_index(tensor)], -1, -1});
+    plan_.values.push_back(Value{network_.tensors[tensor_index(tensor)], -1, -1, tensor});
     const int value = static_cast<int>(plan_.values.size()) - 1;
     value_of_[tensor_index(tensor)] = value;
     return value;
@@ -121,11 +122,16 @@ class Planner {
     plan_.ops.push_back(std::move(op));
   }
 
+  // Names `layer` in the name of the op it is fused into, when the plan names its ops.
+  void append_name(Op& op, const Layer& layer) const {
+    if (named_) op.name += "+" + part_name(layer);
+  }
+
   void fuse_activation(Op& op, int activation, int& result) {
     covered_[static_cast<std::size_t>(activation)] = true;
     op.activation = activation;
     op.relu = layer_at(activation).kind == LayerKind::kRelu;
-    op.name += "+" + part_name(layer_at(activation));
+    append_name(op, layer_at(activation));
     result = layer_at(activation).output;
   }
 
@@ -137,8 +143,11 @@ class Planner {
     for (std::size_t k = 1; k < layer.inputs.size(); ++k) {
       op.other_inputs.push_back(value_of_[tensor_index(layer.inputs[k])]);
     }
-    op.name = layer_name(layer);
-    if (op.name.empty()) op.name = std::string(to_string(layer.kind)) + "#" + std::to_string(index);
+    if (named_) {
+      op.name = layer_name(layer);
+      if (op.name.empty())
+        op.name = std::string(to_string(layer.kind)) + "#" + std::to_string(index);
+    }
     if (layer.kind == LayerKind::kConv) {
       plan_conv(std::move(op));
       return;
@@ -214,7 +223,7 @@ class Planner {
     if (const auto batch_norm = sole_reader_of_kind(result, LayerKind::kBatchNorm)) {
       covered_[static_cast<std::size_t>(*batch_norm)] = true;
       op.batch_norm = *batch_norm;
-      op.name += "+" + part_name(layer_at(*batch_norm));
+      append_name(op, layer_at(*batch_norm));
       result = layer_at(*batch_norm).output;
     }
 
@@ -228,7 +237,7 @@ class Planner {
       pending.identity = add_layer.inputs[0] == result ? add_layer.inputs[1] : add_layer.inputs[0];
       covered_[static_cast<std::size_t>(*add)] = true;
       op.sum = true;
-      op.name += "+" + part_name(add_layer);
+      append_name(op, add_layer);
       result = add_layer.output;
       if (const auto block_activation = sole_activation(result)) {
         fuse_activation(op, *block_activation, result);
@@ -294,6 +303,7 @@ class Planner {
 
   const Network& network_;
   ResidualMode mode_;
+  bool named_;                             ///< ops get names (OpNames::kNamed)
   std::vector<std::vector<int>> readers_;  ///< per tensor, the layers reading it
   std::vector<int> value_of_;              ///< per tensor, its value (-1 until written)
   std::vector<bool> covered_;              ///< per layer, whether an op already covers it
@@ -314,8 +324,8 @@ bool overlap(const BufferRequest& a, const BufferRequest& b) {
 
 }  // namespace
 
-ExecutionPlan plan_execution(const Network& network, ResidualMode mode) {
-  return Planner(network, mode).plan();
+ExecutionPlan plan_execution(const Network& network, ResidualMode mode, OpNames names) {
+  return Planner(network, mode, names).plan();
 }
 
 ArenaPlan plan_arena(const std::vector<BufferRequest>& requests, std::int64_t alignment_bytes) {
@@ -332,8 +342,9 @@ ArenaPlan plan_arena(const std::vector<BufferRequest>& requests, std::int64_t al
   ArenaPlan plan;
   plan.offsets_bytes.assign(count, 0);
   std::vector<std::size_t> placed;
+  std::vector<std::size_t> conflicts;
   for (const std::size_t index : order) {
-    std::vector<std::size_t> conflicts;
+    conflicts.clear();
     for (const std::size_t other : placed) {
       if (overlap(requests[index], requests[other])) conflicts.push_back(other);
     }
@@ -356,13 +367,18 @@ ArenaPlan plan_arena(const std::vector<BufferRequest>& requests, std::int64_t al
     placed.push_back(index);
   }
 
-  int last_op = -1;
-  for (const BufferRequest& request : requests) last_op = std::max(last_op, request.last_op);
-  for (int op = 0; op <= last_op; ++op) {
-    std::int64_t live = 0;
-    for (std::size_t i = 0; i < count; ++i) {
-      if (requests[i].first_op <= op && op <= requests[i].last_op) live += sizes[i];
-    }
+  // The live bytes op by op: each buffer adds its size at its first op and takes it away after
+  // its last, swept in op order (at one op, what ends before it has been taken away).
+  std::vector<std::pair<int, std::int64_t>> changes;
+  changes.reserve(2 * count);
+  for (std::size_t i = 0; i < count; ++i) {
+    changes.emplace_back(requests[i].first_op, sizes[i]);
+    changes.emplace_back(requests[i].last_op + 1, -sizes[i]);
+  }
+  std::sort(changes.begin(), changes.end());  // at one op, what ends comes first (negative)
+  std::int64_t live = 0;
+  for (const auto& [op, change] : changes) {
+    live += change;
     plan.peak_live_bytes = std::max(plan.peak_live_bytes, live);
   }
   return plan;
