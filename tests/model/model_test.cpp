@@ -781,16 +781,19 @@ TEST(Fit, TheAdditivePriorRecoversAnAdditiveLatency) {
   const auto& memory = file.at("targets").at(0);
   const auto& latency = file.at("targets").at(2);
   // Memory keeps the whole-network features; its additive prior (the base of the default
-  // PriorMode::kAdditive) is over the weights' and activations' bytes, not the layer classes.
+  // PriorMode::kAdditive) is over the weights' and activations' bytes and the engine plan's
+  // arena and prepare peak, not the layer classes.
   const auto& memory_terms = memory.at("additive_prior").at("coef");
-  EXPECT_EQ(memory_terms.size(), 4u);
+  EXPECT_EQ(memory_terms.size(), 6u);
   EXPECT_TRUE(memory_terms.contains("log_param_bytes"));
   EXPECT_TRUE(memory_terms.contains("log_peak_activation_bytes"));
+  EXPECT_TRUE(memory_terms.contains("log_engine_arena_bytes"));
+  EXPECT_TRUE(memory_terms.contains("log_prepare_peak_bytes"));
   // With the ridge as the base, memory has no additive prior.
   const auto ridge_file =
       nlohmann::json::parse(Predictor::fit(data, ridge_base, nullptr).to_json_text());
   EXPECT_TRUE(ridge_file.at("targets").at(0).at("additive_prior").is_null());
-  EXPECT_EQ(memory.at("features").size(), 22u);
+  EXPECT_EQ(memory.at("features").size(), 24u);
   EXPECT_FALSE(latency.contains("features"));
   const auto& coef = latency.at("additive_prior").at("coef");
   EXPECT_EQ(coef.size(), 57u);  // the per-class totals: MACs, bytes, layer counts
@@ -809,7 +812,7 @@ TEST(Fit, TheAdditivePriorRecoversAnAdditiveLatency) {
     ASSERT_EQ(before[2][i].value, after[2][i].value);
   }
   std::string old = text;
-  old.replace(old.find("\"carb-ir-3\""), 11, "\"carb-ir-1\"");
+  old.replace(old.find("\"carb-ir-4\""), 11, "\"carb-ir-1\"");
   EXPECT_EQ(
       model_load_error(old),
       "m.json: fitted on feature schema carb-ir-1, this carb's is carb-ir-4; refit the model");
