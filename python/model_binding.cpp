@@ -17,14 +17,10 @@ using Predictions = std::vector<std::vector<TargetPrediction>>;
 using ModelPtr = std::shared_ptr<Predictor>;
 constexpr double kNan = std::numeric_limits<double>::quiet_NaN();
 
-// An imported network's name (carb predict's architecture column); a ResNet has none (None).
-std::optional<std::string> architecture_of(const Config& config) {
-  return config.imported() ? std::optional(architecture_name(config)) : std::nullopt;
-}
-
 py::list architecture_names(const std::vector<Config>& configs) {
   py::list names;
-  for (const Config& config : configs) names.append(py::cast(architecture_of(config)));
+  // An imported network's name (carb predict's architecture column); a ResNet's None.
+  for (const Config& config : configs) names.append(py::cast(architecture_name(config)));
   return names;
 }
 
@@ -277,7 +273,7 @@ void bind_model(py::module_& m) {
                   }
                   const Config& config = features.config_at(index);
                   keys.push_back(to_key(config));
-                  names.push_back(architecture_of(config));
+                  names.push_back(architecture_name(config));
                   // The engine plans few configurations (plan_memory's limit): only those are
                   // kept.
                   if (planned_memory && indices.size() <= kMostPlannedConfigurations) {

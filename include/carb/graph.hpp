@@ -323,8 +323,8 @@ struct FeatureColumnOptions {
   const RooflineDevice* roofline = nullptr;  ///< adds roofline_ms on this device
 };
 
-/// The name of a configuration's imported architecture (its file's stem), empty for a ResNet.
-std::string architecture_name(const Config& config);
+/// The name of a configuration's imported architecture (its file's stem); a ResNet has none.
+std::optional<std::string> architecture_name(const Config& config);
 
 /// The one definition of a configuration's feature row: the columns `carb space features`,
 /// `space list` (knobs only) and `space show` print and the Python module's frames and arrays
@@ -345,9 +345,7 @@ void for_each_feature_column(const Config& config, const Features& features,
   const bool resnet = !config.imported();
   if (options.text) {
     column(std::string_view("key"), [&] { return to_key(config); });
-    column(std::string_view("architecture"), [&] {
-      return resnet ? std::nullopt : std::optional<std::string>(architecture_name(config));
-    });
+    column(std::string_view("architecture"), [&] { return architecture_name(config); });
   }
   column(std::string_view("block"),
          [&] { return resnet ? std::optional<BlockType>(config.block) : std::nullopt; });

@@ -141,8 +141,7 @@ void print_scores(const std::vector<MethodScores>& scores, const Predictor& pred
     const Metrics& m = s.metrics;
     writer->row({s.target, s.method, static_cast<std::int64_t>(m.n), m.r2, m.mae,
                  unit_of(predictor, s.target), m.mape, m.within10, m.spearman, m.slope,
-                 m.coverage ? Cell(*m.coverage) : Cell(kNull),
-                 m.mean_width ? Cell(*m.mean_width) : Cell(kNull)});
+                 or_null(m.coverage), or_null(m.mean_width)});
   }
   writer->finish();
 }
@@ -433,13 +432,7 @@ void run_predict(const PredictCommand& command) {
   auto writer = make_row_writer(format, columns, std::cout);
   for (std::size_t i = 0; i < ids.size(); ++i) {
     std::vector<Cell> row = {ids[i]};
-    if (by_config) {
-      if (configs[i].imported()) {
-        row.emplace_back(architecture_name(configs[i]));
-      } else {
-        row.emplace_back(kNull);
-      }
-    }
+    if (by_config) row.push_back(or_null(architecture_name(configs[i])));
     for (std::size_t t = 0; t < predictions.size(); ++t) {
       const TargetPrediction& p = predictions[t][i];
       if (p.available) {

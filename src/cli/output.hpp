@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <iosfwd>
 #include <memory>
+#include <optional>
 #include <string>
 #include <variant>
 #include <vector>
@@ -20,6 +21,13 @@ namespace carb::cli {
 /// JSON writes nothing as null; the table and CSV as an empty field.
 using Cell = std::variant<std::string, std::int64_t, double, bool, std::monostate>;
 inline constexpr std::monostate kNull{};
+
+/// The cell of a value that may not exist: the value, or null.
+template <typename T>
+Cell or_null(const std::optional<T>& value) {
+  if (!value) return Cell(kNull);
+  return Cell(*value);
+}
 
 enum class Format { kTable, kCsv, kJson };
 

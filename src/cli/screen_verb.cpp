@@ -98,22 +98,9 @@ void report_screen(const ScreenCommand& command, const ScreenSetup& setup,
   const std::size_t shown = std::min(command.top, result.ranked.size());
   const auto cells_of = [&](std::size_t i) {
     std::vector<Cell> row = {pool[i].key};
-    if (named) {
-      const std::string name = architecture_name(parse_key(pool[i].key));
-      if (name.empty()) {
-        row.emplace_back(kNull);  // a ResNet
-      } else {
-        row.emplace_back(name);
-      }
-    }
-    // A candidate without a value: null (screening refuses those; none should reach here).
-    if (result.value) {
-      if (pool[i].value) {
-        row.emplace_back(*pool[i].value);
-      } else {
-        row.emplace_back(kNull);
-      }
-    }
+    if (named) row.push_back(or_null(architecture_name(parse_key(pool[i].key))));
+    // Screening refuses a candidate without a value, so null here would be a defect, shown.
+    if (result.value) row.push_back(or_null(pool[i].value));
     row.emplace_back(result.assessed[i].probability);
     for (std::size_t t : shown_targets) {
       row.insert(row.end(),

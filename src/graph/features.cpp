@@ -365,8 +365,8 @@ std::string_view layer_count_column(LayerKind kind) {
   return columns.at(static_cast<std::size_t>(kind));
 }
 
-std::string architecture_name(const Config& config) {
-  if (!config.imported()) return {};
+std::optional<std::string> architecture_name(const Config& config) {
+  if (!config.imported()) return std::nullopt;
   const auto architecture = find_architecture(config.architecture);
   return architecture ? architecture->name : config.architecture;
 }

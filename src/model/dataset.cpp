@@ -169,9 +169,7 @@ FeatureRows feature_rows(const Space& space, SpaceFeatures& features,
   return rows;
 }
 
-std::string family_of(const Config& config) {
-  return config.imported() ? architecture_name(config) : "resnet";
-}
+std::string family_of(const Config& config) { return architecture_name(config).value_or("resnet"); }
 
 Dataset subset(const Dataset& data, const std::vector<std::size_t>& indices) {
   Dataset out;

@@ -250,7 +250,7 @@ std::optional<double> resnet_only(const Config& c, double value) {
 
 constexpr Knob kRatioKnobs[] = {
     {"architecture", [](const Config&) -> std::optional<double> { return 0.0; },
-     [](const Config& c) { return c.imported() ? architecture_name(c) : std::string("resnet"); }},
+     [](const Config& c) { return architecture_name(c).value_or("resnet"); }},
     {"batch", [](const Config& c) -> std::optional<double> { return c.batch; },
      [](const Config& c) { return std::to_string(c.batch); }},
     {"width", [](const Config& c) { return resnet_only(c, c.width_multiplier); },

@@ -138,7 +138,7 @@ json knobs(const Config& config) {
               {"batch", config.batch},
               {"precision", to_string(config.precision)}};
   if (config.imported()) {
-    out["architecture"] = architecture_name(config);
+    out["architecture"] = *architecture_name(config);
     for (const char* knob : {"block", "width", "early_downsample"}) out[knob] = nullptr;
   } else {
     out["architecture"] = std::string(to_string(config.block)) + std::to_string(config.depth());
