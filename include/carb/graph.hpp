@@ -209,6 +209,10 @@ struct Features {
   /// the weights loaded layer by layer with each conv's or fc layer's parameters staged once more
   /// as float32, or plus all the weights and the input as float32 (docs/features.md).
   std::int64_t prepare_peak_bytes = 0;
+  /// MACs of the convolutions that PyTorch 1.13's CPU dispatch runs on its native path rather
+  /// than oneDNN when it has more than one thread: float32, batch 1, one group, a kernel of at
+  /// most 3 and an input of at most 20480 elements (docs/features.md); 0 otherwise.
+  std::int64_t torch_native_macs = 0;
   double arithmetic_intensity = 0;  ///< flops / (param_bytes + activation_bytes), FLOP per byte
   LayerCounts layer_counts;
   int widest_channels = 0;  ///< most output channels of any conv layer

@@ -94,12 +94,21 @@ struct Dataset {
 /// energy (energy_j, J), latency (device or wall median, ms).
 std::vector<TargetInfo> store_targets();
 
+/// A prediction's additive layer-cost prior split by kind of term (Predictor::additive_parts):
+/// the MAC terms (compute) less the share of the MACs PyTorch runs off oneDNN, the byte terms
+/// (memory traffic), the per-layer terms (overhead), the intercept, and the cost of the MACs
+/// PyTorch runs off oneDNN (torch_native_macs: their share of the MAC terms plus their own term).
+enum class AdditivePart { kMacs, kBytes, kLayers, kIntercept, kTorchNativeMacs };
+inline constexpr std::size_t kAdditivePartCount = 5;
+using AdditiveParts = std::array<double, kAdditivePartCount>;
+
 /// The name of carb's architecture feature schema. "carb-ir-2" added the per-layer-class totals
 /// and the per-layer roofline sums to "carb-ir-1"; "carb-ir-3" the classes of other networks
 /// than ResNets (depthwise, grouped and other convolutions, data movement) and every class's
 /// layer count; "carb-ir-4" the engine plan's arena and prepare's peak (engine_arena_bytes,
-/// prepare_peak_bytes). A model of another schema must be refitted.
-inline constexpr std::string_view kArchitectureSchema = "carb-ir-4";
+/// prepare_peak_bytes); "carb-ir-5" the MACs PyTorch runs off oneDNN (torch_native_macs). A
+/// model of another schema must be refitted.
+inline constexpr std::string_view kArchitectureSchema = "carb-ir-5";
 /// The architecture-only feature names of schema kArchitectureSchema.
 const std::vector<std::string>& architecture_feature_names();
 /// Whether an architecture feature is one of the per-layer-class totals or per-layer roofline
@@ -389,10 +398,8 @@ class Predictor {
       const float* x, std::size_t rows, const int* batch) const;
 
   /// Target `t`'s additive layer-cost prior split by kind of term, per row, in the target's
-  /// unit: [0] the MAC terms (compute), [1] the byte terms (memory traffic), [2] the per-layer
-  /// terms (overhead), [3] the intercept. Empty when the target has none (memory, tables).
-  std::vector<std::array<double, 4>> additive_parts(const float* x, std::size_t rows,
-                                                    std::size_t t) const;
+  /// unit (AdditivePart's order). Empty when the target has none (memory, tables).
+  std::vector<AdditiveParts> additive_parts(const float* x, std::size_t rows, std::size_t t) const;
 
   /// Whether this model was fitted by transfer_fit (from a source model of another device).
   bool transferred() const;

@@ -287,7 +287,7 @@ class Model:
 
     @property
     def schema(self) -> str:
-        """``carb-ir-4`` for a model of configurations, ``table`` for one of a table."""
+        """``carb-ir-5`` for a model of configurations, ``table`` for one of a table."""
         return self._handle.schema
 
     @property

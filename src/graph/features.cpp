@@ -95,6 +95,7 @@ struct Profile {
   std::int64_t peak_activation_elements = 0;
   std::int64_t arena_elements = 0;  ///< the engine plan's arena, plain layouts (engine_arena_bytes)
   std::int64_t input_elements = 0;
+  std::int64_t torch_native_macs = 0;  ///< at batch 1 (torch_native_macs), else 0
   /// Prepare's weight high-water mark (prepare_peak_bytes) for 2- and 4-byte elements.
   std::array<std::int64_t, 2> staged_peak_bytes{};
   LayerCounts layer_counts;
@@ -222,6 +223,17 @@ std::array<std::int64_t, 2> staged_peak_bytes(const Network& network) {
   return peak;
 }
 
+// Whether PyTorch 1.13 on the CPU, with more than one thread, runs a float32 conv on its native
+// path (thnn or slow_conv2d) rather than oneDNN: ConvParams::use_mkldnn in ATen's Convolution.cpp
+// declines oneDNN for one group, a kernel not wider and taller than 3, batch 1 and at most 20480
+// input elements, "for some case, native is faster". The precision is scale's to check.
+bool torch_runs_natively(const Network& network, const Layer& layer) {
+  constexpr std::int64_t kMaxNativeInputElements = 20480;
+  const Shape& in = network.tensors[static_cast<std::size_t>(layer.inputs[0])];
+  return layer.groups == 1 && layer.kernel <= 3 && in.n == 1 &&
+         in.elements() <= kMaxNativeInputElements;
+}
+
 Profile profile_of(const Network& network, ArenaMemo& memo) {
   Profile profile;
   for (const Layer& layer : network.layers) {
@@ -231,6 +243,7 @@ Profile profile_of(const Network& network, ArenaMemo& memo) {
     const Shape& out = network.tensors[static_cast<std::size_t>(layer.output)];
     if (layer.kind == LayerKind::kConv) {
       profile.widest_channels = std::max(profile.widest_channels, out.c);
+      if (torch_runs_natively(network, layer)) profile.torch_native_macs += layer.macs;
     }
     if (layer.kind == LayerKind::kConv || layer.kind == LayerKind::kFullyConnected) {
       profile.activation_elements += out.elements();
@@ -274,6 +287,9 @@ Features scale(const Profile& profile, std::int64_t batch_scale, Precision preci
   features.prepare_peak_bytes =
       features.engine_arena_bytes +
       std::max(features.param_bytes + float_input, profile.staged_peak_bytes[bytes == 4 ? 1 : 0]);
+  // Batch 1 only (the profile counted a network of batch 1), and oneDNN takes every bf16 conv.
+  features.torch_native_macs =
+      batch_scale == 1 && precision == Precision::kFp32 ? profile.torch_native_macs : 0;
   features.arithmetic_intensity =
       static_cast<double>(features.flops) /
       static_cast<double>(features.param_bytes + features.activation_bytes);

@@ -79,6 +79,7 @@ void for_each_architecture_feature(const Config& config, const Features& feature
   emit("log_prepare_peak_bytes", "", log1(real(features.prepare_peak_bytes)));
   emit("log_arithmetic_intensity", "", log1(features.arithmetic_intensity));
   emit("log_flops_per_image", "", log1(real(features.flops) / config.batch));
+  emit("log_torch_native_macs", "", log1(real(features.torch_native_macs)));
   for (int c = 0; c < kLayerClassCount; ++c) {
     const auto layer_class = static_cast<LayerClass>(c);
     const std::string_view stem = to_string(layer_class);

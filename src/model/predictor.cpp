@@ -134,28 +134,48 @@ const Predictor* Predictor::transfer_source() const {
   return impl_->transfer ? impl_->transfer->source.get() : nullptr;
 }
 
-std::vector<std::array<double, 4>> Predictor::additive_parts(const float* x, std::size_t rows,
-                                                             std::size_t t) const {
+std::vector<AdditiveParts> Predictor::additive_parts(const float* x, std::size_t rows,
+                                                     std::size_t t) const {
   if (impl_->transfer) return impl_->transfer->source->additive_parts(x, rows, t);
-  std::vector<std::array<double, 4>> parts;
+  std::vector<AdditiveParts> parts;
   if (t >= impl_->models.size() || !impl_->models[t].available) return parts;
   const TargetModel& model = impl_->models[t];
   // Memory's additive prior (PriorMode::kAdditive) has no layer terms to split.
   if (model.additive.empty() || model.info.name == "memory") return parts;
-  const std::size_t cols = impl_->feature_names.size();
+  const std::vector<std::string>& names = impl_->feature_names;
+  const auto column = [&](std::string_view name) {
+    return static_cast<std::size_t>(std::find(names.begin(), names.end(), name) - names.begin());
+  };
+  const std::size_t flops = column("log_flops");
+  const std::size_t native = column("log_torch_native_macs");
+  const std::size_t cols = names.size();
   parts.resize(rows);
   for (std::size_t i = 0; i < rows; ++i) {
     const float* row = x + i * cols;
-    std::array<double, 4> part{0, 0, 0, model.additive.intercept / model.scale};
+    AdditiveParts part{};
+    part[static_cast<std::size_t>(AdditivePart::kIntercept)] =
+        model.additive.intercept / model.scale;
     for (std::size_t k = 0; k < model.additive.columns.size(); ++k) {
-      const std::string& name = impl_->feature_names[model.additive.columns[k]];
+      const std::string& name = names[model.additive.columns[k]];
       const double value = row[model.additive.columns[k]];
       const double term =
           model.additive.coef[k] * (model.additive.logged[k] ? std::expm1(value) : value);
-      const std::size_t kind = name.find("macs_") != std::string::npos    ? 0
-                               : name.find("bytes_") != std::string::npos ? 1
-                                                                          : 2;
-      part[kind] += term / model.scale;
+      const AdditivePart kind = model.additive.columns[k] == native ? AdditivePart::kTorchNativeMacs
+                                : name.find("macs_") != std::string::npos  ? AdditivePart::kMacs
+                                : name.find("bytes_") != std::string::npos ? AdditivePart::kBytes
+                                                                           : AdditivePart::kLayers;
+      part[static_cast<std::size_t>(kind)] += term / model.scale;
+    }
+    // The MAC terms' share of the MACs PyTorch runs off oneDNN moves to their part.
+    if (native < cols && flops < cols) {
+      const double total_macs = std::expm1(static_cast<double>(row[flops])) / 2;
+      const double share =
+          total_macs > 0
+              ? std::clamp(std::expm1(static_cast<double>(row[native])) / total_macs, 0.0, 1.0)
+              : 0.0;
+      const double moved = part[static_cast<std::size_t>(AdditivePart::kMacs)] * share;
+      part[static_cast<std::size_t>(AdditivePart::kMacs)] -= moved;
+      part[static_cast<std::size_t>(AdditivePart::kTorchNativeMacs)] += moved;
     }
     parts[i] = part;
   }

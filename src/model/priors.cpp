@@ -68,7 +68,9 @@ Additive Additive::columns_of(const std::vector<std::string>& names) {
   Additive additive;
   for (std::size_t j = 0; j < names.size(); ++j) {
     const std::string& name = names[j];
-    const bool log_total = name.rfind("log_macs_", 0) == 0 || name.rfind("log_bytes_", 0) == 0;
+    // The per-class totals, and the MACs PyTorch runs off oneDNN at a cost of their own.
+    const bool log_total = name.rfind("log_macs_", 0) == 0 || name.rfind("log_bytes_", 0) == 0 ||
+                           name == "log_torch_native_macs";
     if (log_total || name.rfind("layers_", 0) == 0) {
       additive.columns.push_back(j);
       additive.logged.push_back(log_total);

@@ -30,7 +30,7 @@ constexpr double kTiny = 1e-300;  // a prediction of 0 has no log; this one does
 /// natural-log deviations: with 8 rows spread over a 50x range it barely moves the fit; with 2
 /// rows close together it keeps the slope near 1.
 constexpr double kSlopeShrink = 2.0;
-/// Ridge strength pulling structural's four weights towards the common factor.
+/// Ridge strength pulling structural's weights towards the common factor, in average rows.
 constexpr double kStructuralShrink = 0.3;
 constexpr std::size_t kMinRowsLogLinear = 3;
 constexpr std::size_t kMinRowsStructural = 4;
@@ -162,16 +162,16 @@ double source_sd_of(const std::vector<TargetPrediction>& predictions,
 struct Fitted {
   double scale = 0;
   double intercept = 0, slope = 1;
-  std::array<double, 4> weights{};
+  AdditiveParts weights{};
   xgb::Booster residual;
 };
 
 // The rows a candidate learns from, and what it sees of each.
 struct Rows {
-  std::vector<double> s;                     // natural log of the source's prediction
-  std::vector<double> ly;                    // natural log of the measurement
-  std::vector<std::array<double, 4>> parts;  // the source's additive prior parts (or empty)
-  std::vector<float> x;                      // features + s, for the residual trees
+  std::vector<double> s;             // natural log of the source's prediction
+  std::vector<double> ly;            // natural log of the measurement
+  std::vector<AdditiveParts> parts;  // the source's additive prior parts (or empty)
+  std::vector<float> x;              // features + s, for the residual trees
   std::size_t cols = 0;
 };
 
@@ -233,23 +233,30 @@ std::pair<double, double> fit_loglinear(const Rows& rows, const std::vector<std:
 }
 
 // measurement / source ~ (w . parts) / sum(parts), for the least relative squared error, w >= 0,
-// with a ridge of kStructuralShrink pulling every w towards the common factor (fit_scale's).
-std::array<double, 4> fit_structural(const Rows& rows, const std::vector<std::size_t>& use) {
+// with a ridge of kStructuralShrink average rows pulling every w towards the common factor
+// (fit_scale's).
+AdditiveParts fit_structural(const Rows& rows, const std::vector<std::size_t>& use) {
+  constexpr auto kParts = static_cast<Eigen::Index>(kAdditivePartCount);
   const double common = std::exp(fit_scale(rows, use));
   const Eigen::Index n = static_cast<Eigen::Index>(use.size());
-  Eigen::MatrixXd a(n + 4, 4);
-  Eigen::VectorXd b(n + 4);
+  Eigen::MatrixXd a(n + kParts, kParts);
+  Eigen::VectorXd b(n + kParts);
   for (Eigen::Index r = 0; r < n; ++r) {
     const std::size_t i = use[static_cast<std::size_t>(r)];
-    const auto& parts = rows.parts[i];
-    const double total = parts[0] + parts[1] + parts[2] + parts[3];
+    const AdditiveParts& parts = rows.parts[i];
+    const double total = std::accumulate(parts.begin(), parts.end(), 0.0);
     // Relative residual: (source x (w . parts) / total - y) / y.
     const double factor = std::exp(rows.s[i] - rows.ly[i]) / (total > 0 ? total : 1);
-    for (Eigen::Index c = 0; c < 4; ++c) a(r, c) = parts[static_cast<std::size_t>(c)] * factor;
+    for (Eigen::Index c = 0; c < kParts; ++c) a(r, c) = parts[static_cast<std::size_t>(c)] * factor;
     b(r) = 1;
   }
-  const double root = std::sqrt(kStructuralShrink);
-  for (Eigen::Index c = 0; c < 4; ++c) {
+  // Each weight's ridge is worth kStructuralShrink average rows of what the rows say about it
+  // (its column's mean square): a part the rows hardly show stays near the common factor, and
+  // one they show plainly may move far. PyTorch's native convs cost 20-40 times the source's
+  // MACs on a generic BLAS, which a ridge in the weight's own units would not let 16 rows say.
+  for (Eigen::Index c = 0; c < kParts; ++c) {
+    const double root =
+        std::sqrt(kStructuralShrink) * (n > 0 ? a.col(c).head(n).norm() / std::sqrt(n) : 1.0);
     a.row(n + c).setZero();
     a(n + c, c) = root;
     b(n + c) = root * common;
@@ -257,10 +264,10 @@ std::array<double, 4> fit_structural(const Rows& rows, const std::vector<std::si
   // Non-negative least squares by projected coordinate descent on the normal equations.
   const Eigen::MatrixXd gram = a.transpose() * a;
   const Eigen::VectorXd rhs = a.transpose() * b;
-  Eigen::VectorXd w = Eigen::VectorXd::Constant(4, common);
+  Eigen::VectorXd w = Eigen::VectorXd::Constant(kParts, common);
   for (int sweep = 0; sweep < 2000; ++sweep) {
     double change = 0;
-    for (Eigen::Index c = 0; c < 4; ++c) {
+    for (Eigen::Index c = 0; c < kParts; ++c) {
       if (gram(c, c) <= 0) continue;
       const double gradient = gram.row(c).dot(w) - rhs(c);
       const double next = std::max(0.0, w(c) - gradient / gram(c, c));
@@ -269,13 +276,18 @@ std::array<double, 4> fit_structural(const Rows& rows, const std::vector<std::si
     }
     if (change < 1e-12) break;
   }
-  return {w(0), w(1), w(2), w(3)};
+  AdditiveParts weights{};
+  for (Eigen::Index c = 0; c < kParts; ++c) weights[static_cast<std::size_t>(c)] = w(c);
+  return weights;
 }
 
-double structural_log(const std::array<double, 4>& w, double s, const std::array<double, 4>& p) {
-  const double total = p[0] + p[1] + p[2] + p[3];
-  const double weighted = w[0] * p[0] + w[1] * p[1] + w[2] * p[2] + w[3] * p[3];
-  if (!(total > 0)) return s + std::log(std::max((w[0] + w[1] + w[2] + w[3]) / 4, kTiny));
+double structural_log(const AdditiveParts& w, double s, const AdditiveParts& p) {
+  const double total = std::accumulate(p.begin(), p.end(), 0.0);
+  const double weighted = std::inner_product(w.begin(), w.end(), p.begin(), 0.0);
+  if (!(total > 0)) {
+    const double mean = std::accumulate(w.begin(), w.end(), 0.0) / static_cast<double>(w.size());
+    return s + std::log(std::max(mean, kTiny));
+  }
   return s + std::log(std::max(weighted / total, kTiny));
 }
 
@@ -421,7 +433,7 @@ namespace {
 // What a layer predicts from: the source's natural-log predictions and parts, per target.
 struct SourceView {
   std::vector<std::vector<TargetPrediction>> predictions;
-  std::vector<std::vector<std::array<double, 4>>> parts;
+  std::vector<std::vector<AdditiveParts>> parts;
 };
 
 SourceView view_source(const Predictor& source, const float* x, std::size_t rows, const int* batch,
@@ -440,7 +452,7 @@ Rows rows_for(const SourceView& view, std::size_t t, const float* x, std::size_t
   out.cols = cols + 1;
   for (std::size_t i = 0; i < rows; ++i) {
     out.s.push_back(log_of(view.predictions[t][i].value));
-    out.parts.push_back(view.parts[t].empty() ? std::array<double, 4>{} : view.parts[t][i]);
+    out.parts.push_back(view.parts[t].empty() ? AdditiveParts{} : view.parts[t][i]);
     out.x.insert(out.x.end(), x + i * cols, x + (i + 1) * cols);
     out.x.push_back(static_cast<float>(out.s.back()));
   }
@@ -616,7 +628,7 @@ std::shared_ptr<const TransferLayer> TransferLayer::from_json(const json& j,
     }
     if (!entry.at("structural").is_null()) {
       c.has_structural = true;
-      c.weights = entry.at("structural").get<std::array<double, 4>>();
+      c.weights = entry.at("structural").get<AdditiveParts>();
       for (double w : c.weights) {
         if (!std::isfinite(w) || w < 0)
           throw std::invalid_argument("transfer: bad structural weight");
@@ -833,7 +845,7 @@ Predictor transfer_fit(const Predictor& source_model, const Dataset& data,
     for (std::size_t i : measured) {
       rows.s.push_back(log_of(view.predictions[t][i].value));
       rows.ly.push_back(std::log(data.y[t][i]));
-      rows.parts.push_back(structural ? view.parts[t][i] : std::array<double, 4>{});
+      rows.parts.push_back(structural ? view.parts[t][i] : AdditiveParts{});
       rows.x.insert(rows.x.end(), data.row(i), data.row(i) + cols);
       rows.x.push_back(static_cast<float>(rows.s.back()));
     }

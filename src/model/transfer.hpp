@@ -21,7 +21,8 @@ std::optional<TransferMethod> parse_transfer_method(std::string_view text);
 
 /// One target's correction. With s the natural log of the source's prediction:
 /// scale: s + a; loglinear: a + b s; structural: s + log(w . parts / sum(parts)) over the
-/// source's additive prior parts (compute, memory, overhead, intercept); residual trees:
+/// source's additive prior parts (AdditivePart: compute, memory traffic, overhead, intercept and
+/// the MACs PyTorch runs off oneDNN); residual trees:
 /// loglinear + trees([features, s]); refit: the refit model's own prediction.
 struct TargetCorrection {
   bool available = false;
@@ -30,7 +31,7 @@ struct TargetCorrection {
   double scale = 0;                 ///< a of scale (always fitted)
   double intercept = 0, slope = 1;  ///< a and b of loglinear (always fitted)
   bool has_structural = false;      ///< fitted where the source has an additive prior
-  std::array<double, 4> weights{};  ///< w of structural
+  AdditiveParts weights{};          ///< w of structural
   xgb::Booster residual;            ///< the trees of residual trees (that method only)
   double half_width = std::numeric_limits<double>::infinity();        ///< natural-log space
   double cheap_half_width = std::numeric_limits<double>::infinity();  ///< of the cheap path

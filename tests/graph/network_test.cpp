@@ -96,6 +96,24 @@ TEST(Features, TinyNetworkByHand) {
   EXPECT_DOUBLE_EQ(features.arithmetic_intensity,
                    static_cast<double>(features.flops) /
                        static_cast<double>(features.param_bytes + features.activation_bytes));
+  // Batch 1, float32, 3x3 kernels on at most 512 input elements: PyTorch runs all three convs
+  // natively (ATen's use_mkldnn declines them); the fc layer is not a conv.
+  EXPECT_EQ(features.torch_native_macs, features.macs - 8 * 10);
+}
+
+TEST(Features, TorchNativeMacsFollowPyTorchsConvDispatch) {
+  // Batch 2, or bf16: oneDNN takes every conv.
+  EXPECT_EQ(compute_features(network_of("basic4s1_c8_w1_nods_r8_b2_fp32_k10")).torch_native_macs,
+            0);
+  EXPECT_EQ(compute_features(network_of("basic4s1_c8_w1_nods_r8_b1_bf16_k10")).torch_native_macs,
+            0);
+  // resnet18 at 224: the 7x7 stem goes to oneDNN (a kernel wider and taller than 3), and every
+  // other conv's input has more than 20480 elements (the smallest, stage 4's, 512 x 7 x 7).
+  EXPECT_EQ(compute_features(network_of("basic18_w1_ds_r224_b1_fp32")).torch_native_macs, 0);
+  // At 32 without early downsampling, width 0.25 (16, 32, 64, 128 channels): the stem's input is
+  // 3 x 32 x 32 = 3072 (native) and every later input at most 16 x 32 x 32 = 16384 (native).
+  const Features small = compute_features(network_of("basic18_w0.25_nods_r32_b1_fp32"));
+  EXPECT_EQ(small.torch_native_macs, small.macs - 128 * 1000);
 }
 
 TEST(Features, LayerClassTotalsOfATinyNetworkByHand) {

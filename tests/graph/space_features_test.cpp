@@ -16,6 +16,7 @@ void expect_same(const Features& cached, const Features& direct, const std::stri
   EXPECT_EQ(cached.peak_activation_bytes, direct.peak_activation_bytes) << key;
   EXPECT_EQ(cached.engine_arena_bytes, direct.engine_arena_bytes) << key;
   EXPECT_EQ(cached.prepare_peak_bytes, direct.prepare_peak_bytes) << key;
+  EXPECT_EQ(cached.torch_native_macs, direct.torch_native_macs) << key;
   EXPECT_DOUBLE_EQ(cached.arithmetic_intensity, direct.arithmetic_intensity) << key;
   EXPECT_EQ(cached.layer_counts.by_kind, direct.layer_counts.by_kind) << key;
   EXPECT_EQ(cached.widest_channels, direct.widest_channels) << key;

@@ -591,9 +591,9 @@ TEST(ArchitectureFeatures, LayerClassTotalsOfATinyNetworkByHand) {
   const FeatureRows rows = feature_rows(std::vector<Config>{config});
   const std::vector<float>& row = rows.x;
   ASSERT_EQ(row.size(), architecture_feature_names().size());
-  // 24 whole-network features, then 57 per-class totals (MACs of the 17 classes that have them,
+  // 25 whole-network features, then 57 per-class totals (MACs of the 17 classes that have them,
   // bytes and layer counts of all 20) and 3 roofline sums.
-  EXPECT_EQ(row.size(), 84u);
+  EXPECT_EQ(row.size(), 85u);
   EXPECT_EQ(std::count_if(architecture_feature_names().begin(), architecture_feature_names().end(),
                           [](const std::string& name) { return is_layer_feature(name); }),
             60);
@@ -612,6 +612,7 @@ TEST(ArchitectureFeatures, LayerClassTotalsOfATinyNetworkByHand) {
   EXPECT_FLOAT_EQ(feature_of(row, "log_bytes_elementwise"), log1(elementwise));
   EXPECT_FLOAT_EQ(feature_of(row, "layers_elementwise"), 7);
   EXPECT_FLOAT_EQ(feature_of(row, "log_macs_fc"), log1(2 * 8 * 10));
+  EXPECT_FLOAT_EQ(feature_of(row, "log_torch_native_macs"), 0);  // batch 2: all oneDNN
   // At a balance of 16 FLOP/B every layer is memory-bound: 16 x all bytes moved.
   const double bytes = (2 * 704 + 216) * 4 + 2 * (2 * 1024 + 576) * 4 + elementwise +
                        2 * (512 + 8) * 4 + (2 * (8 + 10) + 90) * 4;
@@ -761,7 +762,7 @@ TEST(Dataset, ARepeatedConfigurationIsTheMedianOfItsMeasurements) {
 
 TEST(Fit, TheAdditivePriorRecoversAnAdditiveLatency) {
   const Dataset data = additive_store_data();
-  EXPECT_EQ(data.schema, "carb-ir-4");
+  EXPECT_EQ(data.schema, "carb-ir-5");
   FitReport report;
   const Predictor predictor = Predictor::fit(data, quick_options(), &report);
   // Latency is exactly additive in the totals: the additive prior alone is nearly exact, far
@@ -793,10 +794,12 @@ TEST(Fit, TheAdditivePriorRecoversAnAdditiveLatency) {
   const auto ridge_file =
       nlohmann::json::parse(Predictor::fit(data, ridge_base, nullptr).to_json_text());
   EXPECT_TRUE(ridge_file.at("targets").at(0).at("additive_prior").is_null());
-  EXPECT_EQ(memory.at("features").size(), 24u);
+  EXPECT_EQ(memory.at("features").size(), 25u);
   EXPECT_FALSE(latency.contains("features"));
   const auto& coef = latency.at("additive_prior").at("coef");
-  EXPECT_EQ(coef.size(), 57u);  // the per-class totals: MACs, bytes, layer counts
+  // The per-class totals (MACs, bytes, layer counts) and the MACs PyTorch runs off oneDNN.
+  EXPECT_EQ(coef.size(), 58u);
+  EXPECT_TRUE(coef.contains("log_torch_native_macs"));
   for (const auto& [name, value] : coef.items()) EXPECT_GE(value.get<double>(), 0) << name;
   EXPECT_NEAR(coef.at("log_macs_conv1x1_s1_large").get<double>() /
                   coef.at("log_macs_conv3x3_s1_large").get<double>(),
@@ -812,10 +815,10 @@ TEST(Fit, TheAdditivePriorRecoversAnAdditiveLatency) {
     ASSERT_EQ(before[2][i].value, after[2][i].value);
   }
   std::string old = text;
-  old.replace(old.find("\"carb-ir-4\""), 11, "\"carb-ir-1\"");
+  old.replace(old.find("\"carb-ir-5\""), 11, "\"carb-ir-1\"");
   EXPECT_EQ(
       model_load_error(old),
-      "m.json: fitted on feature schema carb-ir-1, this carb's is carb-ir-4; refit the model");
+      "m.json: fitted on feature schema carb-ir-1, this carb's is carb-ir-5; refit the model");
   // A prior the fit cannot have made (a negative coefficient) is a corrupt file, not a model.
   auto negative = nlohmann::json::parse(text);
   negative["targets"][2]["additive_prior"]["coef"]["layers_conv_stem"] = -1.0;

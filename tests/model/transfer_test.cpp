@@ -10,6 +10,8 @@
 #include <set>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "carb/backend.hpp"
 #include "carb/error.hpp"
 #include "carb/graph.hpp"
@@ -303,6 +305,58 @@ TEST_F(Transfer, PyTorchPlansMemoryWhereThisMachineRunsIt) {
   ASSERT_FALSE(backend->devices().empty()) << backend->unavailable_reason();
   const Device& device = *backend->devices().front();
   expect_planned_memory(device, on_this_machine(device));
+}
+
+// carb's engine to PyTorch on one machine (data/cpu-engines): PyTorch runs the batch-1 convs on
+// small inputs off oneDNN at many times the cost (torch_native_macs), and pays more per layer.
+// From 16 chosen rows the structural correction learns both as weights of their own parts.
+TEST(EngineTransfer, SixteenPyTorchRowsLearnWhatItsNativeConvsCost) {
+  const std::string db = unpack("cpu-engines");
+  const Store store = Store::open(db);
+  std::string carb_engine, torch;
+  for (const DeviceRecord& device : store.devices()) {
+    (device.fingerprint.find("PyTorch") == std::string::npos ? carb_engine : torch) =
+        device.fingerprint;
+  }
+  ASSERT_FALSE(carb_engine.empty());
+  ASSERT_FALSE(torch.empty());
+  FitOptions fit;
+  fit.threads = 1;
+  fit.forest_trees = 16;
+  const Predictor source =
+      Predictor::fit(dataset_from_store(store, carb_engine, DriftMode::kAuto), fit, nullptr);
+  const Dataset target = dataset_from_store(store, torch, DriftMode::kAuto);
+  std::filesystem::remove(db);
+
+  const std::vector<std::size_t> chosen =
+      choose_transfer_rows(source, target.x.data(), target.rows(), target.batch.data(), 16, 1);
+  std::vector<std::size_t> rest;
+  for (std::size_t i = 0; i < target.rows(); ++i) {
+    if (!std::binary_search(chosen.begin(), chosen.end(), i)) rest.push_back(i);
+  }
+  TransferOptions options;
+  options.threads = 1;
+  TransferReport report;
+  const Predictor model = transfer_fit(source, subset(target, chosen), options, &report);
+  ASSERT_EQ(report.targets[2].target, "latency");
+  EXPECT_EQ(report.targets[2].method, "structural") << report.targets[2].why;
+  const auto file = nlohmann::json::parse(model.to_json_text());
+  const auto weights =
+      file.at("transfer").at("targets").at(2).at("structural").get<std::vector<double>>();
+  ASSERT_EQ(weights.size(), kAdditivePartCount);
+  const auto weight = [&](AdditivePart part) { return weights[static_cast<std::size_t>(part)]; };
+  // Measured: 43x the source's cost per native MAC against 1.3x for the rest, 22x per layer.
+  EXPECT_GT(weight(AdditivePart::kTorchNativeMacs), 10 * weight(AdditivePart::kMacs));
+  EXPECT_GT(weight(AdditivePart::kLayers), 5 * weight(AdditivePart::kMacs));
+
+  // Measured: 24% (Spearman 0.89) against one factor's 68% (0.56); docs/benchmarks.md.
+  const auto scores = evaluate(model, subset(target, rest));
+  const Metrics& latency = carb_scores(scores, "latency");
+  EXPECT_LT(latency.mape, 35.0);
+  EXPECT_LT(latency.mape, carb_scores(scores, "latency", "scale").mape / 2);
+  EXPECT_GT(latency.spearman, 0.85);
+  ASSERT_TRUE(latency.coverage.has_value());
+  EXPECT_GT(*latency.coverage, 80.0);
 }
 
 }  // namespace

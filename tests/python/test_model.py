@@ -156,7 +156,7 @@ def test_a_models_properties_are_its_files(cli_model):
     model = carb.load_model(cli_model)
     saved = json.loads(open(cli_model).read())
     assert json.loads(model.to_json())["device"] == saved["device"]
-    assert model.schema == saved["feature_schema"]["name"] == "carb-ir-4"
+    assert model.schema == saved["feature_schema"]["name"] == "carb-ir-5"
     assert model.feature_names == saved["feature_schema"]["features"]
     assert [t["name"] for t in model.targets] == ["memory", "energy", "latency"]
     assert [t["unit"] for t in model.targets] == ["B", "J", "ms"]
