@@ -89,7 +89,7 @@ enum class OpNames { kNamed, kUnnamed };
 /// as a conv and an add. The plan depends on the network's topology only (its layers' kinds,
 /// inputs and outputs), not on its shapes, which its values copy.
 /// With OpNames::kUnnamed the ops' names stay empty: the same plan, faster (the analytic
-/// features plan every network of a space).
+/// features plan every architecture of a space; docs/benchmarks.md, "Naming the plan's ops").
 ExecutionPlan plan_execution(const Network& network,
                              ResidualMode mode = ResidualMode::kAccumulateInPlace,
                              OpNames names = OpNames::kNamed);
