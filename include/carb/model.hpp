@@ -96,10 +96,28 @@ std::vector<TargetInfo> store_targets();
 
 /// A prediction's additive layer-cost prior split by kind of term (Predictor::additive_parts):
 /// the MAC terms (compute) less the share of the MACs PyTorch runs off oneDNN, the byte terms
-/// (memory traffic), the per-layer terms (overhead), the intercept, and the cost of the MACs
-/// PyTorch runs off oneDNN (torch_native_macs: their share of the MAC terms plus their own term).
-enum class AdditivePart { kMacs, kBytes, kLayers, kIntercept, kTorchNativeMacs };
-inline constexpr std::size_t kAdditivePartCount = 5;
+/// (memory traffic), the per-layer terms (overhead), the intercept, the cost of the MACs PyTorch
+/// runs off oneDNN (torch_native_macs: their share of the MAC terms plus their own term), and
+/// the pooling layers' terms (bytes and count: PyTorch pools plain NCHW tensors far slower than
+/// oneDNN's blocked ones).
+/// The last is not a term of the prior: the network's activation bytes at 1 ns a byte
+/// (kActivationBytesMs), a cost the source may not pay at all (carb's engine folds batch-norm into
+/// its convs and runs ReLU as their post-op; PyTorch eager passes over every conv output again).
+enum class AdditivePart {
+  kMacs,
+  kBytes,
+  kLayers,
+  kIntercept,
+  kTorchNativeMacs,
+  kPool,
+  kActivationBytes
+};
+inline constexpr std::size_t kAdditivePartCount =
+    static_cast<std::size_t>(AdditivePart::kActivationBytes) + 1;
+/// The parts that are terms of the prior, and sum to it: all but kActivationBytes.
+inline constexpr std::size_t kPriorPartCount = kAdditivePartCount - 1;
+/// kActivationBytes' reference cost, ms per byte: 1 ns.
+inline constexpr double kActivationBytesMs = 1e-6;
 using AdditiveParts = std::array<double, kAdditivePartCount>;
 
 /// The name of carb's architecture feature schema. "carb-ir-2" added the per-layer-class totals

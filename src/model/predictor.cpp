@@ -78,6 +78,15 @@ bool time_like(const Dataset& data, std::size_t t) {
          !Additive::columns_of(data.feature_names).empty();
 }
 
+// The part (AdditivePart) an additive prior term of the latency or energy prior belongs to.
+AdditivePart additive_part_of(std::string_view name) {
+  if (name == "log_torch_native_macs") return AdditivePart::kTorchNativeMacs;
+  if (name == "log_bytes_pool" || name == "layers_pool") return AdditivePart::kPool;
+  if (name.find("macs_") != std::string_view::npos) return AdditivePart::kMacs;
+  if (name.find("bytes_") != std::string_view::npos) return AdditivePart::kBytes;
+  return AdditivePart::kLayers;
+}
+
 }  // namespace
 
 Predictor::Predictor(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -148,6 +157,7 @@ std::vector<AdditiveParts> Predictor::additive_parts(const float* x, std::size_t
   };
   const std::size_t flops = column("log_flops");
   const std::size_t native = column("log_torch_native_macs");
+  const std::size_t activation = column("log_activation_bytes");
   const std::size_t cols = names.size();
   parts.resize(rows);
   for (std::size_t i = 0; i < rows; ++i) {
@@ -160,11 +170,7 @@ std::vector<AdditiveParts> Predictor::additive_parts(const float* x, std::size_t
       const double value = row[model.additive.columns[k]];
       const double term =
           model.additive.coef[k] * (model.additive.logged[k] ? std::expm1(value) : value);
-      const AdditivePart kind = model.additive.columns[k] == native ? AdditivePart::kTorchNativeMacs
-                                : name.find("macs_") != std::string::npos  ? AdditivePart::kMacs
-                                : name.find("bytes_") != std::string::npos ? AdditivePart::kBytes
-                                                                           : AdditivePart::kLayers;
-      part[static_cast<std::size_t>(kind)] += term / model.scale;
+      part[static_cast<std::size_t>(additive_part_of(name))] += term / model.scale;
     }
     // The MAC terms' share of the MACs PyTorch runs off oneDNN moves to their part.
     if (native < cols && flops < cols) {
@@ -176,6 +182,10 @@ std::vector<AdditiveParts> Predictor::additive_parts(const float* x, std::size_t
       const double moved = part[static_cast<std::size_t>(AdditivePart::kMacs)] * share;
       part[static_cast<std::size_t>(AdditivePart::kMacs)] -= moved;
       part[static_cast<std::size_t>(AdditivePart::kTorchNativeMacs)] += moved;
+    }
+    if (activation < cols) {
+      part[static_cast<std::size_t>(AdditivePart::kActivationBytes)] =
+          std::expm1(static_cast<double>(row[activation])) * kActivationBytesMs;
     }
     parts[i] = part;
   }

@@ -30,8 +30,11 @@ constexpr double kTiny = 1e-300;  // a prediction of 0 has no log; this one does
 /// natural-log deviations: with 8 rows spread over a 50x range it barely moves the fit; with 2
 /// rows close together it keeps the slope near 1.
 constexpr double kSlopeShrink = 2.0;
-/// Ridge strength pulling structural's weights towards the common factor, in average rows.
-constexpr double kStructuralShrink = 0.3;
+/// Ridge strength pulling structural's weights towards their targets, in average rows: 0.3 let
+/// 16 rows of one seed in the engine campaign set the MAC weight to 0.04 (28% off); over 5 seeds
+/// 3 gave 25.3% and 1 gave 21.6% (19.6-22.7; docs/benchmarks.md, "From carb's engine to
+/// PyTorch").
+constexpr double kStructuralShrink = 1.0;
 constexpr std::size_t kMinRowsLogLinear = 3;
 constexpr std::size_t kMinRowsStructural = 4;
 constexpr std::size_t kMinRowsResidualTrees = 32;
@@ -232,26 +235,34 @@ std::pair<double, double> fit_loglinear(const Rows& rows, const std::vector<std:
   return fit;
 }
 
-// measurement / source ~ (w . parts) / sum(parts), for the least relative squared error, w >= 0,
-// with a ridge of kStructuralShrink average rows pulling every w towards the common factor
-// (fit_scale's).
+// The source's additive prior: the sum of the parts that are its terms.
+double prior_total(const AdditiveParts& parts) {
+  return std::accumulate(parts.begin(), parts.begin() + kPriorPartCount, 0.0);
+}
+
+// measurement / source ~ (w . parts) / prior_total(parts), for the least relative squared error,
+// w >= 0, with a ridge of kStructuralShrink average rows pulling the prior's weights towards the
+// common factor (fit_scale's) and the activation bytes' weight, which the source has no term
+// for, towards 0.
 AdditiveParts fit_structural(const Rows& rows, const std::vector<std::size_t>& use) {
   constexpr auto kParts = static_cast<Eigen::Index>(kAdditivePartCount);
   const double common = std::exp(fit_scale(rows, use));
+  Eigen::VectorXd target = Eigen::VectorXd::Constant(kParts, common);
+  target(static_cast<Eigen::Index>(AdditivePart::kActivationBytes)) = 0;
   const Eigen::Index n = static_cast<Eigen::Index>(use.size());
   Eigen::MatrixXd a(n + kParts, kParts);
   Eigen::VectorXd b(n + kParts);
   for (Eigen::Index r = 0; r < n; ++r) {
     const std::size_t i = use[static_cast<std::size_t>(r)];
     const AdditiveParts& parts = rows.parts[i];
-    const double total = std::accumulate(parts.begin(), parts.end(), 0.0);
+    const double total = prior_total(parts);
     // Relative residual: (source x (w . parts) / total - y) / y.
     const double factor = std::exp(rows.s[i] - rows.ly[i]) / (total > 0 ? total : 1);
     for (Eigen::Index c = 0; c < kParts; ++c) a(r, c) = parts[static_cast<std::size_t>(c)] * factor;
     b(r) = 1;
   }
   // Each weight's ridge is worth kStructuralShrink average rows of what the rows say about it
-  // (its column's mean square): a part the rows hardly show stays near the common factor, and
+  // (its column's mean square): a part the rows hardly show stays near its target, and
   // one they show plainly may move far. PyTorch's native convs cost 20-40 times the source's
   // MACs on a generic BLAS, which a ridge in the weight's own units would not let 16 rows say.
   for (Eigen::Index c = 0; c < kParts; ++c) {
@@ -259,12 +270,12 @@ AdditiveParts fit_structural(const Rows& rows, const std::vector<std::size_t>& u
         std::sqrt(kStructuralShrink) * (n > 0 ? a.col(c).head(n).norm() / std::sqrt(n) : 1.0);
     a.row(n + c).setZero();
     a(n + c, c) = root;
-    b(n + c) = root * common;
+    b(n + c) = root * target(c);
   }
   // Non-negative least squares by projected coordinate descent on the normal equations.
   const Eigen::MatrixXd gram = a.transpose() * a;
   const Eigen::VectorXd rhs = a.transpose() * b;
-  Eigen::VectorXd w = Eigen::VectorXd::Constant(kParts, common);
+  Eigen::VectorXd w = target;
   for (int sweep = 0; sweep < 2000; ++sweep) {
     double change = 0;
     for (Eigen::Index c = 0; c < kParts; ++c) {
@@ -282,10 +293,10 @@ AdditiveParts fit_structural(const Rows& rows, const std::vector<std::size_t>& u
 }
 
 double structural_log(const AdditiveParts& w, double s, const AdditiveParts& p) {
-  const double total = std::accumulate(p.begin(), p.end(), 0.0);
+  const double total = prior_total(p);
   const double weighted = std::inner_product(w.begin(), w.end(), p.begin(), 0.0);
   if (!(total > 0)) {
-    const double mean = std::accumulate(w.begin(), w.end(), 0.0) / static_cast<double>(w.size());
+    const double mean = prior_total(w) / static_cast<double>(kPriorPartCount);
     return s + std::log(std::max(mean, kTiny));
   }
   return s + std::log(std::max(weighted / total, kTiny));
@@ -628,7 +639,15 @@ std::shared_ptr<const TransferLayer> TransferLayer::from_json(const json& j,
     }
     if (!entry.at("structural").is_null()) {
       c.has_structural = true;
-      c.weights = entry.at("structural").get<AdditiveParts>();
+      // An earlier carb split the prior into fewer parts, whose weights mean something else.
+      const auto weights = entry.at("structural").get<std::vector<double>>();
+      if (weights.size() != kAdditivePartCount) {
+        throw Error(ErrorCategory::kInput,
+                    origin + ": its structural correction has " + std::to_string(weights.size()) +
+                        " weights, this carb's " + std::to_string(kAdditivePartCount) +
+                        " (an earlier carb's transfer); refit the transfer");
+      }
+      std::copy(weights.begin(), weights.end(), c.weights.begin());
       for (double w : c.weights) {
         if (!std::isfinite(w) || w < 0)
           throw std::invalid_argument("transfer: bad structural weight");

@@ -20,9 +20,9 @@ std::string_view to_string(TransferMethod method);
 std::optional<TransferMethod> parse_transfer_method(std::string_view text);
 
 /// One target's correction. With s the natural log of the source's prediction:
-/// scale: s + a; loglinear: a + b s; structural: s + log(w . parts / sum(parts)) over the
-/// source's additive prior parts (AdditivePart: compute, memory traffic, overhead, intercept and
-/// the MACs PyTorch runs off oneDNN); residual trees:
+/// scale: s + a; loglinear: a + b s; structural: s + log(w . parts / sum(prior parts)) over the
+/// source's additive prior parts (AdditivePart: compute, memory traffic, overhead, intercept,
+/// the MACs PyTorch runs off oneDNN and pooling) and the activation bytes; residual trees:
 /// loglinear + trees([features, s]); refit: the refit model's own prediction.
 struct TargetCorrection {
   bool available = false;

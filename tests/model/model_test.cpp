@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <numeric>
 #include <random>
 #include <set>
 #include <sstream>
@@ -638,7 +639,8 @@ Dataset additive_store_data() {
     const Features f = compute_features(build_network(parse_key(key)));
     const auto totals = [&](LayerClass c) { return f.layer_classes[static_cast<int>(c)]; };
     double latency = 0.05 + 2e-10 * totals(LayerClass::kElementwise).bytes +
-                     0.004 * totals(LayerClass::kElementwise).count;
+                     0.004 * totals(LayerClass::kElementwise).count +
+                     1e-9 * totals(LayerClass::kPool).bytes;
     for (LayerClass c : {LayerClass::kConv3x3S1Small, LayerClass::kConv3x3S1Medium,
                          LayerClass::kConv3x3S1Large, LayerClass::kConv3x3S2Medium}) {
       latency += 1e-9 * totals(c).macs;
@@ -825,6 +827,51 @@ TEST(Fit, TheAdditivePriorRecoversAnAdditiveLatency) {
   EXPECT_EQ(model_load_error(negative.dump()),
             "m.json: corrupt carb model file: additive prior: a coefficient is negative or not "
             "finite");
+}
+
+// The transfer's structural correction scales these parts (docs/model.md, "Transfer"): the
+// prior's terms, split by kind, sum to the prior; the pooling part holds the pool class's terms;
+// the activation bytes, at 1 ns a byte, are no term of it.
+TEST(Fit, AdditivePartsSplitThePriorAndAddTheActivationBytes) {
+  const Dataset data = additive_store_data();
+  const Predictor predictor = Predictor::fit(data, quick_options(), nullptr);
+  EXPECT_TRUE(predictor.additive_parts(data.x.data(), data.rows(), 0).empty());  // memory
+  const auto parts = predictor.additive_parts(data.x.data(), data.rows(), 2);
+  ASSERT_EQ(parts.size(), data.rows());
+  const auto latency = nlohmann::json::parse(predictor.to_json_text()).at("targets").at(2);
+  const double scale = latency.at("scale").get<double>();
+  const auto& prior = latency.at("additive_prior");
+  const auto value = [&](std::size_t i, const std::string& name) {
+    const auto found = std::find(data.feature_names.begin(), data.feature_names.end(), name);
+    EXPECT_NE(found, data.feature_names.end()) << name;
+    const double x =
+        data.x[i * data.cols() + static_cast<std::size_t>(found - data.feature_names.begin())];
+    return name.rfind("log_", 0) == 0 ? std::expm1(x) : x;
+  };
+  const auto part = [&](std::size_t i, AdditivePart p) {
+    return parts[i][static_cast<std::size_t>(p)];
+  };
+  double pool_total = 0;
+  for (std::size_t i = 0; i < data.rows(); ++i) {
+    double sum = prior.at("intercept").get<double>(), pool = 0;
+    for (const auto& [name, coef] : prior.at("coef").items()) {
+      const double term = coef.get<double>() * value(i, name);
+      sum += term;
+      if (name == "log_bytes_pool" || name == "layers_pool") pool += term;
+    }
+    const double prior_parts =
+        std::accumulate(parts[i].begin(), parts[i].begin() + kPriorPartCount, 0.0);
+    EXPECT_NEAR(prior_parts, sum / scale, 1e-9 * sum / scale) << i;
+    EXPECT_NEAR(part(i, AdditivePart::kPool), pool / scale, 1e-9 * sum / scale) << i;
+    EXPECT_NEAR(part(i, AdditivePart::kActivationBytes),
+                value(i, "log_activation_bytes") * kActivationBytesMs,
+                1e-12 * value(i, "log_activation_bytes"))
+        << i;
+    EXPECT_GT(part(i, AdditivePart::kActivationBytes), 0) << i;
+    for (double p : parts[i]) EXPECT_GE(p, 0) << i;
+    pool_total += pool;
+  }
+  EXPECT_GT(pool_total, 0);  // the test reaches the pooling part
 }
 
 }  // namespace

@@ -244,6 +244,16 @@ TEST_F(Transfer, BadInputIsAnInputError) {
       transfer_fit(*source, subset(*intel, every(intel->rows(), 100)), options, nullptr);
   expect_input([&] { (void)transfer_fit(transferred, *intel, options, nullptr); },
                "itself a transfer");
+  // An earlier carb's structural correction had five weights, with other meanings.
+  auto file = nlohmann::json::parse(transferred.to_json_text());
+  auto& weights = file.at("transfer").at("targets").at(2).at("structural");
+  ASSERT_EQ(weights.size(), kAdditivePartCount);
+  auto five = weights.get<std::vector<double>>();
+  five.resize(5);
+  weights = five;
+  expect_input([&] { (void)Predictor::from_json_text(file.dump(), "old.json"); },
+               "old.json: its structural correction has 5 weights, this carb's 7 (an earlier "
+               "carb's transfer); refit the transfer");
 }
 
 // A small fit's options, for models whose accuracy a test does not look at.
@@ -345,9 +355,11 @@ TEST(EngineTransfer, SixteenPyTorchRowsLearnWhatItsNativeConvsCost) {
       file.at("transfer").at("targets").at(2).at("structural").get<std::vector<double>>();
   ASSERT_EQ(weights.size(), kAdditivePartCount);
   const auto weight = [&](AdditivePart part) { return weights[static_cast<std::size_t>(part)]; };
-  // Measured: 43x the source's cost per native MAC against 1.3x for the rest, 22x per layer.
+  // Measured: 42x the source's cost per native MAC against 1.4x for the rest, 17x per layer and
+  // 25x in pooling (PyTorch pools plain NCHW tensors).
   EXPECT_GT(weight(AdditivePart::kTorchNativeMacs), 10 * weight(AdditivePart::kMacs));
   EXPECT_GT(weight(AdditivePart::kLayers), 5 * weight(AdditivePart::kMacs));
+  EXPECT_GT(weight(AdditivePart::kPool), 5 * weight(AdditivePart::kMacs));
 
   // Measured: 24% (Spearman 0.89) against one factor's 68% (0.56); docs/benchmarks.md.
   const auto scores = evaluate(model, subset(target, rest));
