@@ -454,7 +454,7 @@ struct TransferTargetReport {
   std::string target;
   bool available = false;
   std::string reason;  ///< why the target is unavailable
-  /// "scale", "loglinear", "structural", "residual-trees" or "refit".
+  /// "scale", "loglinear", "structural", "feature-ridge", "residual-trees" or "refit".
   std::string method;
   std::string why;  ///< the choice in words
   /// Each candidate's cross-validated mean absolute percentage error on the target rows, %.

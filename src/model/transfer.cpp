@@ -37,14 +37,28 @@ constexpr double kSlopeShrink = 2.0;
 constexpr double kStructuralShrink = 1.0;
 constexpr std::size_t kMinRowsLogLinear = 3;
 constexpr std::size_t kMinRowsStructural = 4;
+constexpr std::size_t kMinRowsFeatureRidge = 8;
 constexpr std::size_t kMinRowsResidualTrees = 32;
 constexpr std::size_t kMaxFolds = 10;
 constexpr std::size_t kRefitFolds = 5;
 
-constexpr std::array<std::pair<TransferMethod, std::string_view>, 5> kMethodNames = {{
+/// Ridge strength of feature-ridge's line, in rows' worth of a standardized feature: 16 rows
+/// barely move a weight the rows do not show plainly, 300 rows hardly feel it. Over the
+/// exported rows of bench/transfer.sh's K = 16 models, 3-30 did about as well; 100 gave back
+/// most of the gain (docs/benchmarks.md, "A line in the features").
+constexpr double kFeatureRidgeShrink = 10.0;
+/// The features of feature-ridge's line: what sets a network's size and shape in any CNN, not
+/// one space's knobs (a ResNet's block type is 0 for every other network, so it drops out).
+constexpr std::array<std::string_view, 9> kRidgeFeatures = {
+    "log_batch",       "resolution",           "log_flops_per_image",
+    "log_params",      "log_activation_bytes", "depth",
+    "widest_channels", "bottleneck",           "log_arithmetic_intensity"};
+
+constexpr std::array<std::pair<TransferMethod, std::string_view>, 6> kMethodNames = {{
     {TransferMethod::kScale, "scale"},
     {TransferMethod::kLogLinear, "loglinear"},
     {TransferMethod::kStructural, "structural"},
+    {TransferMethod::kFeatureRidge, "feature-ridge"},
     {TransferMethod::kResidualTrees, "residual-trees"},
     {TransferMethod::kRefit, "refit"},
 }};
@@ -166,6 +180,7 @@ struct Fitted {
   double scale = 0;
   double intercept = 0, slope = 1;
   AdditiveParts weights{};
+  FeatureRidge ridge;
   xgb::Booster residual;
 };
 
@@ -174,8 +189,10 @@ struct Rows {
   std::vector<double> s;             // natural log of the source's prediction
   std::vector<double> ly;            // natural log of the measurement
   std::vector<AdditiveParts> parts;  // the source's additive prior parts (or empty)
-  std::vector<float> x;              // features + s, for the residual trees
+  std::vector<float> x;              // features + s, for the residual trees and the ridge
   std::size_t cols = 0;
+  // feature-ridge's candidate features: name and column in x (those the source has)
+  std::vector<std::pair<std::string, std::size_t>> ridge_features;
 };
 
 double fit_scale(const Rows& rows, const std::vector<std::size_t>& use) {
@@ -302,6 +319,62 @@ double structural_log(const AdditiveParts& w, double s, const AdditiveParts& p) 
   return s + std::log(std::max(weighted / total, kTiny));
 }
 
+// Feature `k` of the ridge's line on row `i`: the column in log1p unless it is a log already.
+double ridge_feature(const std::string& name, std::size_t column, const Rows& rows, std::size_t i) {
+  const double value = rows.x[i * rows.cols + column];
+  return name.rfind("log_", 0) == 0 ? value : std::log1p(std::max(value, 0.0));
+}
+
+double ridge_log(const FeatureRidge& ridge, const Rows& rows, std::size_t i) {
+  double out = ridge.intercept;
+  for (std::size_t k = 0; k < ridge.features.size(); ++k) {
+    const double value = ridge_feature(ridge.features[k], ridge.columns[k], rows, i);
+    out += ridge.weights[k] * (value - ridge.center[k]) / ridge.scale[k];
+  }
+  return out;
+}
+
+// The log residuals of `base` (natural-log predictions of the `use` rows, in their order) as a
+// line in the standardized features that vary over those rows, with a ridge of
+// kFeatureRidgeShrink on every weight and none on the intercept.
+FeatureRidge fit_feature_ridge(const Rows& rows, const std::vector<std::size_t>& use,
+                               const std::vector<double>& base) {
+  FeatureRidge ridge;
+  const auto n = static_cast<Eigen::Index>(use.size());
+  Eigen::VectorXd residual(n);
+  for (Eigen::Index r = 0; r < n; ++r) {
+    const auto k = static_cast<std::size_t>(r);
+    residual(r) = rows.ly[use[k]] - base[k];
+  }
+  std::vector<Eigen::VectorXd> columns;
+  for (const auto& [name, column] : rows.ridge_features) {
+    Eigen::VectorXd values(n);
+    for (Eigen::Index r = 0; r < n; ++r) {
+      values(r) = ridge_feature(name, column, rows, use[static_cast<std::size_t>(r)]);
+    }
+    const double center = values.mean();
+    const double scale = std::sqrt((values.array() - center).square().mean());
+    if (!(scale > 1e-9)) continue;  // the same on every row: nothing to learn from
+    ridge.features.push_back(name);
+    ridge.columns.push_back(column);
+    ridge.center.push_back(center);
+    ridge.scale.push_back(scale);
+    columns.push_back((values.array() - center) / scale);
+  }
+  ridge.intercept = residual.mean();
+  const auto p = static_cast<Eigen::Index>(columns.size());
+  if (p == 0) return ridge;
+  Eigen::MatrixXd z(n, p);
+  for (Eigen::Index c = 0; c < p; ++c) z.col(c) = columns[static_cast<std::size_t>(c)];
+  // The columns are centred, so the intercept is the residuals' mean apart from the weights.
+  const Eigen::MatrixXd gram =
+      z.transpose() * z + kFeatureRidgeShrink * Eigen::MatrixXd::Identity(p, p);
+  const Eigen::VectorXd w =
+      gram.ldlt().solve(z.transpose() * (residual.array() - ridge.intercept).matrix());
+  ridge.weights.assign(w.data(), w.data() + p);
+  return ridge;
+}
+
 std::map<std::string, std::string> residual_tree_params(std::size_t rows, std::uint64_t seed,
                                                         int threads) {
   return {{"objective", "reg:squarederror"},
@@ -339,7 +412,16 @@ Fitted fit_method(TransferMethod method, const Rows& rows, const std::vector<std
   std::tie(fitted.intercept, fitted.slope) = use.size() >= kMinRowsLogLinear
                                                  ? fit_loglinear(rows, use)
                                                  : std::pair<double, double>{fitted.scale, 1.0};
-  if (method == TransferMethod::kStructural) fitted.weights = fit_structural(rows, use);
+  if (method == TransferMethod::kStructural || method == TransferMethod::kFeatureRidge) {
+    fitted.weights = fit_structural(rows, use);
+  }
+  if (method == TransferMethod::kFeatureRidge) {
+    std::vector<double> base;
+    base.reserve(use.size());
+    for (std::size_t i : use)
+      base.push_back(structural_log(fitted.weights, rows.s[i], rows.parts[i]));
+    fitted.ridge = fit_feature_ridge(rows, use, base);
+  }
   if (method == TransferMethod::kResidualTrees) {
     fitted.residual = fit_residual(rows, use, fitted.intercept, fitted.slope, seed, threads);
   }
@@ -358,6 +440,10 @@ std::vector<double> predict_method(TransferMethod method, const Fitted& fitted, 
         break;
       case TransferMethod::kStructural:
         out.push_back(structural_log(fitted.weights, rows.s[i], rows.parts[i]));
+        break;
+      case TransferMethod::kFeatureRidge:
+        out.push_back(structural_log(fitted.weights, rows.s[i], rows.parts[i]) +
+                      ridge_log(fitted.ridge, rows, i));
         break;
       default:
         out.push_back(fitted.intercept + fitted.slope * rows.s[i]);
@@ -477,6 +563,7 @@ Fitted fitted_of(const TargetCorrection& correction) {
   fitted.intercept = correction.intercept;
   fitted.slope = correction.slope;
   fitted.weights = correction.weights;
+  fitted.ridge = correction.ridge;
   return fitted;
 }
 
@@ -564,6 +651,38 @@ std::vector<std::vector<std::pair<std::string, std::vector<double>>>> TransferLa
 // ---------------------------------------------------------------------------------------------
 // The model file
 
+namespace {
+
+// feature-ridge's line from the model file, its features found among the source's columns.
+FeatureRidge ridge_from_json(const json& j, const std::vector<std::string>& names) {
+  FeatureRidge ridge;
+  j.at("features").get_to(ridge.features);
+  j.at("center").get_to(ridge.center);
+  j.at("scale").get_to(ridge.scale);
+  j.at("weights").get_to(ridge.weights);
+  j.at("intercept").get_to(ridge.intercept);
+  const std::size_t p = ridge.features.size();
+  if (ridge.center.size() != p || ridge.scale.size() != p || ridge.weights.size() != p) {
+    throw std::invalid_argument(
+        "transfer: feature-ridge needs a center, scale and weight per feature");
+  }
+  bool finite = std::isfinite(ridge.intercept);
+  for (std::size_t k = 0; k < p; ++k) {
+    finite = finite && std::isfinite(ridge.center[k]) && std::isfinite(ridge.weights[k]) &&
+             std::isfinite(ridge.scale[k]) && ridge.scale[k] > 0;
+    const auto found = std::find(names.begin(), names.end(), ridge.features[k]);
+    if (found == names.end()) {
+      throw std::invalid_argument("transfer: feature-ridge's feature " + ridge.features[k] +
+                                  " is not one of the source's");
+    }
+    ridge.columns.push_back(static_cast<std::size_t>(found - names.begin()));
+  }
+  if (!finite) throw std::invalid_argument("transfer: feature-ridge's line is not finite");
+  return ridge;
+}
+
+}  // namespace
+
 json TransferLayer::to_json() const {
   json corrections = json::array();
   for (const TargetCorrection& c : targets) {
@@ -580,6 +699,13 @@ json TransferLayer::to_json() const {
     entry["scale"] = c.scale;
     entry["loglinear"] = {{"intercept", c.intercept}, {"slope", c.slope}};
     entry["structural"] = c.has_structural ? json(c.weights) : json(nullptr);
+    entry["feature_ridge"] = c.method == TransferMethod::kFeatureRidge
+                                 ? json{{"features", c.ridge.features},
+                                        {"center", c.ridge.center},
+                                        {"scale", c.ridge.scale},
+                                        {"weights", c.ridge.weights},
+                                        {"intercept", c.ridge.intercept}}
+                                 : json(nullptr);
     entry["residual_trees"] =
         c.residual.empty() ? json(nullptr) : json::parse(c.residual.to_json());
     entry["log_half_width"] = finite(c.half_width);
@@ -653,8 +779,17 @@ std::shared_ptr<const TransferLayer> TransferLayer::from_json(const json& j,
           throw std::invalid_argument("transfer: bad structural weight");
       }
     }
-    if (c.method == TransferMethod::kStructural && !c.has_structural) {
-      throw std::invalid_argument("transfer: structural without its weights");
+    const bool needs_structural =
+        c.method == TransferMethod::kStructural || c.method == TransferMethod::kFeatureRidge;
+    if (needs_structural && !c.has_structural) {
+      throw std::invalid_argument("transfer: " + std::string(to_string(c.method)) +
+                                  " without its structural weights");
+    }
+    // Files of carbs before feature-ridge have no "feature_ridge".
+    if (entry.contains("feature_ridge") && !entry.at("feature_ridge").is_null()) {
+      c.ridge = ridge_from_json(entry.at("feature_ridge"), layer->source->feature_names());
+    } else if (c.method == TransferMethod::kFeatureRidge) {
+      throw std::invalid_argument("transfer: feature-ridge without its line");
     }
     if (!entry.at("residual_trees").is_null()) {
       c.residual = xgb::Booster::from_json(entry.at("residual_trees").dump());
@@ -832,6 +967,16 @@ Predictor transfer_fit(const Predictor& source_model, const Dataset& data,
                            " rows, it needs " + std::to_string(kTransferRefitRows));
   }
 
+  // feature-ridge's features, where the source has them.
+  std::vector<std::pair<std::string, std::size_t>> ridge_features;
+  const std::vector<std::string>& names = layer->source->feature_names();
+  for (std::string_view name : kRidgeFeatures) {
+    const auto found = std::find(names.begin(), names.end(), name);
+    if (found != names.end()) {
+      ridge_features.emplace_back(name, static_cast<std::size_t>(found - names.begin()));
+    }
+  }
+
   bool refit_used = false;
   bool any_available = false;
   for (std::size_t t = 0; t < data.targets.size(); ++t) {
@@ -860,6 +1005,7 @@ Predictor transfer_fit(const Predictor& source_model, const Dataset& data,
     // The target's rows, in the order of `measured`.
     Rows rows;
     rows.cols = cols + 1;
+    rows.ridge_features = ridge_features;
     const bool structural = time_like_target(data.targets[t]) && !view.parts[t].empty();
     for (std::size_t i : measured) {
       rows.s.push_back(log_of(view.predictions[t][i].value));
@@ -871,6 +1017,9 @@ Predictor transfer_fit(const Predictor& source_model, const Dataset& data,
     std::vector<TransferMethod> candidates = {TransferMethod::kScale};
     if (n >= kMinRowsLogLinear) candidates.push_back(TransferMethod::kLogLinear);
     if (structural && n >= kMinRowsStructural) candidates.push_back(TransferMethod::kStructural);
+    if (structural && n >= kMinRowsFeatureRidge && !ridge_features.empty()) {
+      candidates.push_back(TransferMethod::kFeatureRidge);
+    }
     if (n >= kMinRowsResidualTrees) candidates.push_back(TransferMethod::kResidualTrees);
     const std::size_t folds = std::min(n, kMaxFolds);
     target_report.rows = n;
@@ -944,6 +1093,7 @@ Predictor transfer_fit(const Predictor& source_model, const Dataset& data,
       correction.has_structural = true;
       correction.weights = fit_structural(rows, all);
     }
+    if (chosen == TransferMethod::kFeatureRidge) correction.ridge = std::move(fitted.ridge);
     if (chosen == TransferMethod::kResidualTrees) correction.residual = std::move(fitted.residual);
     if (chosen == TransferMethod::kRefit) refit_used = true;
     // Intervals from the chosen method's out-of-fold residuals.

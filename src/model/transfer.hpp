@@ -15,14 +15,33 @@
 namespace carb::model_detail {
 
 /// How one target's prediction is made from the source's.
-enum class TransferMethod { kScale, kLogLinear, kStructural, kResidualTrees, kRefit };
+enum class TransferMethod {
+  kScale,
+  kLogLinear,
+  kStructural,
+  kFeatureRidge,
+  kResidualTrees,
+  kRefit
+};
 std::string_view to_string(TransferMethod method);
 std::optional<TransferMethod> parse_transfer_method(std::string_view text);
+
+/// feature-ridge's line in a few of the network's features, standardized on the rows it was
+/// fitted on: intercept + sum_k weights[k] (v_k - center[k]) / scale[k], where v_k is feature
+/// features[k] (column columns[k] of the source's features), in log1p unless it is a "log_"
+/// column already.
+struct FeatureRidge {
+  std::vector<std::string> features;
+  std::vector<std::size_t> columns;
+  std::vector<double> center, scale, weights;
+  double intercept = 0;
+};
 
 /// One target's correction. With s the natural log of the source's prediction:
 /// scale: s + a; loglinear: a + b s; structural: s + log(w . parts / sum(prior parts)) over the
 /// source's additive prior parts (AdditivePart: compute, memory traffic, overhead, intercept,
-/// the MACs PyTorch runs off oneDNN and pooling) and the activation bytes; residual trees:
+/// the MACs PyTorch runs off oneDNN and pooling) and the activation bytes; feature ridge:
+/// structural + a ridge line in standardized features (FeatureRidge); residual trees:
 /// loglinear + trees([features, s]); refit: the refit model's own prediction.
 struct TargetCorrection {
   bool available = false;
@@ -32,6 +51,7 @@ struct TargetCorrection {
   double intercept = 0, slope = 1;  ///< a and b of loglinear (always fitted)
   bool has_structural = false;      ///< fitted where the source has an additive prior
   AdditiveParts weights{};          ///< w of structural
+  FeatureRidge ridge;               ///< the line of feature ridge (that method only)
   xgb::Booster residual;            ///< the trees of residual trees (that method only)
   double half_width = std::numeric_limits<double>::infinity();        ///< natural-log space
   double cheap_half_width = std::numeric_limits<double>::infinity();  ///< of the cheap path
