@@ -311,6 +311,9 @@ class TrainingDomain {
   TrainingDomain();
   /// The domain of `data`'s rows.
   static TrainingDomain of(const Dataset& data);
+  /// This domain and `more`'s rows (a transfer's): ranges widened, rows and families added, the
+  /// joint space's centre, scale and threshold kept. An unknown domain stays unknown.
+  [[nodiscard]] TrainingDomain extended(const Dataset& more) const;
 
   bool empty() const;  ///< no ranges: unknown
   bool joint() const;  ///< keeps its training rows, so judge() measures distance too

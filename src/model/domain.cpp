@@ -168,6 +168,41 @@ TrainingDomain TrainingDomain::of(const Dataset& data) {
   return domain;
 }
 
+TrainingDomain TrainingDomain::extended(const Dataset& more) const {
+  if (empty() || more.rows() == 0) return *this;
+  auto impl = std::make_shared<Impl>();
+  impl->ranges = impl_->ranges;
+  impl->columns = impl_->columns;
+  impl->names = impl_->names;
+  impl->center = impl_->center;
+  impl->scale = impl_->scale;
+  impl->points = impl_->points;
+  impl->ids = impl_->ids;
+  impl->threshold = impl_->threshold;
+  impl->families = impl_->families;
+  for (std::size_t i = 0; i < more.rows(); ++i) {
+    for (std::size_t f = 0; f < impl->ranges.size(); ++f) {
+      impl->ranges[f].min = std::min(impl->ranges[f].min, more.row(i)[f]);
+      impl->ranges[f].max = std::max(impl->ranges[f].max, more.row(i)[f]);
+    }
+    if (joint()) {
+      const std::vector<float> point = impl->coordinates(more.row(i));
+      impl->points.insert(impl->points.end(), point.begin(), point.end());
+      impl->ids.push_back(more.ids[i]);
+    }
+  }
+  if (!impl->families.empty()) {
+    impl->families.insert(impl->families.end(), more.family.begin(), more.family.end());
+    std::sort(impl->families.begin(), impl->families.end());
+    impl->families.erase(std::unique(impl->families.begin(), impl->families.end()),
+                         impl->families.end());
+  }
+  impl->build();
+  TrainingDomain domain;
+  domain.impl_ = std::move(impl);
+  return domain;
+}
+
 bool TrainingDomain::empty() const { return impl_->ranges.empty(); }
 bool TrainingDomain::joint() const { return !impl_->ids.empty(); }
 const std::vector<FeatureRange>& TrainingDomain::ranges() const { return impl_->ranges; }

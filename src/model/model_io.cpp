@@ -246,7 +246,9 @@ Predictor PredictorFactory::transferred(std::shared_ptr<const TransferLayer> lay
   impl->schema = source.schema();
   impl->feature_names = source.feature_names();
   impl->targets = source.targets();
-  impl->domain = source.training_domain();
+  // The transfer's rows join the source's domain: a family calibrated from a few of its own
+  // measurements is no longer new to the model.
+  impl->domain = source.training_domain().extended(data);
   impl->device_fingerprint = data.device_fingerprint;
   impl->device_name = data.device_name;
   impl->instances = data.instances;

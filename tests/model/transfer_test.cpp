@@ -176,6 +176,26 @@ TEST_F(Transfer, TheModelFileRoundTripsWithItsSource) {
   }
 }
 
+// A transfer's rows join the model's training domain: a family calibrated from a few of its
+// own rows is no longer new to it (docs/onnx.md, "Predicting a family carb never saw").
+TEST_F(Transfer, ItsRowsFamiliesJoinTheTrainingDomain) {
+  Dataset rows = subset(*intel, every(intel->rows(), 100));
+  std::fill(rows.family.begin(), rows.family.end(), "regnet_x_400mf-bn");
+  ASSERT_TRUE(source->training_domain().new_family("regnet_x_400mf-bn"));
+  TransferOptions options;
+  options.threads = 1;
+  const Predictor model = transfer_fit(*source, rows, options, nullptr);
+  const TrainingDomain& domain = model.training_domain();
+  EXPECT_FALSE(domain.new_family("regnet_x_400mf-bn"));
+  EXPECT_FALSE(domain.new_family(source->training_domain().families().front()));
+  EXPECT_TRUE(domain.new_family("vgg11-bn"));
+  EXPECT_EQ(domain.rows(), source->training_domain().rows() + rows.rows());
+  EXPECT_EQ(domain.threshold(), source->training_domain().threshold());
+  const Predictor loaded = Predictor::from_json_text(model.to_json_text(), "family.json");
+  EXPECT_FALSE(loaded.training_domain().new_family("regnet_x_400mf-bn"));
+  EXPECT_EQ(loaded.training_domain().rows(), domain.rows());
+}
+
 TEST_F(Transfer, ChosenRowsSpreadOverBlocksBatchesAndTheSourcesRangeByTheSeed) {
   const std::size_t n = intel->rows();
   const auto a = choose_transfer_rows(*source, intel->x.data(), n, intel->batch.data(), 16, 7);
