@@ -234,6 +234,10 @@ struct TargetPrediction {
   double value = 0, low = 0, high = 0;
 };
 
+/// Widens `p`'s interval to at least [value e^-w, value e^w] for a natural-log half-width
+/// w = `log_half_width` (nothing for w <= 0 or an unavailable prediction).
+void stretch_interval(TargetPrediction& p, double log_half_width);
+
 /// Scores of predictions against measurements (linear space unless said).
 struct Metrics {
   std::size_t n = 0;
@@ -393,19 +397,22 @@ class Predictor {
   const FitReport& fit_report() const;
 
   /// The rows the model was fitted on, as a domain to judge configurations against (a
-  /// transferred model's is its source's). Empty for a model file written before carb recorded it.
+  /// transferred model's is its source's with the transfer's rows and their families added).
+  /// Empty for a model file written before carb recorded it.
   const TrainingDomain& training_domain() const;
 
   /// Predicts every target for `rows` rows of features (row-major, the schema's order).
   /// Result: [target][row]. With `families` (each row's, family_of), a row of a family the
   /// training domain does not know gets the target's new-family interval where the fit could
-  /// calibrate one (new_family_half_width), at least as wide as its own.
+  /// calibrate one (new_family_half_width), at least as wide as its own. A transferred model
+  /// stretches its own intervals to its source's new-family half-width (stretch_interval).
   [[nodiscard]] std::vector<std::vector<TargetPrediction>> predict(
       const float* x, std::size_t rows, const int* batch,
       const std::vector<std::string>* families = nullptr) const;
   /// Per target, the log1p half-width of the intervals of a family the model never saw, from
   /// leave-one-family-out fits of its additive base; 0 where it has none (fewer than 3
-  /// families fitted on, no additive base, a transferred model or an older model file).
+  /// families fitted on, no additive base or an older model file). A transferred model's are its
+  /// source's: what a family neither saw costs is as uncertain on the new device.
   [[nodiscard]] std::vector<double> new_family_half_widths() const;
   /// Predictions of each target's cheapest member (the ridge prior, where there is one) with
   /// their own split-conformal intervals: stage 1 of screening ranks whole spaces with these.

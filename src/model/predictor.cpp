@@ -108,10 +108,15 @@ const DriftCorrection& Predictor::drift() const { return impl_->drift; }
 double Predictor::coverage() const { return impl_->coverage; }
 const FitReport& Predictor::fit_report() const { return impl_->report; }
 
+void stretch_interval(TargetPrediction& p, double log_half_width) {
+  if (!p.available || !(log_half_width > 0) || !(p.value > 0)) return;
+  p.low = std::min(p.low, p.value * std::exp(-log_half_width));
+  p.high = std::max(p.high, p.value * std::exp(log_half_width));
+}
+
 std::vector<std::vector<TargetPrediction>> Predictor::predict(
     const float* x, std::size_t rows, const int* batch,
     const std::vector<std::string>* families) const {
-  if (impl_->transfer) return impl_->transfer->predict(x, rows, batch, false);
   std::vector<bool> new_family;
   if (families != nullptr && families->size() == rows && !impl_->domain.families().empty()) {
     new_family.resize(rows);
@@ -119,14 +124,26 @@ std::vector<std::vector<TargetPrediction>> Predictor::predict(
       new_family[i] = impl_->domain.new_family((*families)[i]);
     }
   }
+  if (impl_->transfer) {
+    auto out = impl_->transfer->predict(x, rows, batch, false);
+    if (new_family.empty()) return out;
+    const std::vector<double> widths = new_family_half_widths();
+    for (std::size_t t = 0; t < out.size() && t < widths.size(); ++t) {
+      for (std::size_t i = 0; i < rows; ++i) {
+        if (new_family[i]) stretch_interval(out[t][i], widths[t]);
+      }
+    }
+    return out;
+  }
   return impl_->with_intervals(impl_->predict_logs(x, rows, batch), rows, false,
                                new_family.empty() ? nullptr : &new_family);
 }
 
 std::vector<double> Predictor::new_family_half_widths() const {
+  if (impl_->transfer) return impl_->transfer->source->new_family_half_widths();
   std::vector<double> widths;
   for (const model_detail::TargetModel& model : impl_->models) {
-    widths.push_back(impl_->transfer ? 0.0 : model.new_family_half_width);
+    widths.push_back(model.new_family_half_width);
   }
   return widths;
 }

@@ -32,14 +32,6 @@ std::size_t feature_index(const std::vector<std::string>& names, std::string_vie
   return found == names.end() ? std::string::npos : static_cast<std::size_t>(found - names.begin());
 }
 
-// A prediction's interval at least `half_width` wide in log space on either side of its value
-// (a family the model never saw: Predictor::new_family_half_widths).
-void stretch(TargetPrediction& p, double half_width) {
-  if (!p.available || !(half_width > 0) || !(p.value > 0)) return;
-  p.low = std::min(p.low, p.value * std::exp(-half_width));
-  p.high = std::max(p.high, p.value * std::exp(half_width));
-}
-
 // A prediction's interval widened in log space by `factor` around its value.
 void widen(TargetPrediction& p, double factor) {
   if (!p.available || factor <= 1 || !(p.value > 0)) return;
@@ -443,7 +435,8 @@ class Pass {
       // budget is judged by them.
       const std::string family = family_of(configs[i]);
       if (domain.new_family(family)) {
-        for (std::size_t t = 0; t < cheap.size(); ++t) stretch(cheap[t][i], new_family_widths_[t]);
+        for (std::size_t t = 0; t < cheap.size(); ++t)
+          stretch_interval(cheap[t][i], new_family_widths_[t]);
       }
       const bool is_measured = measured_ != nullptr && measured_->count(c.key) > 0;
       bool over = false;

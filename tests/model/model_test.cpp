@@ -722,6 +722,37 @@ TEST(Fit, AFamilyTheModelNeverSawGetsIntervalsFromTheFamiliesItSaw) {
   auto edited = nlohmann::json::parse(predictor.to_json_text());
   edited["targets"][latency]["interval"]["new_family_log1p_half_width"] = -1;
   EXPECT_THROW((void)Predictor::from_json_text(edited.dump(), "bad.json"), Error);
+  // Carried to a device 1.5 times slower by 16 rows of w0.25, the model keeps the width for a
+  // family neither it nor those rows saw, and stretches its own intervals to it.
+  std::vector<std::size_t> quarter;
+  for (std::size_t i = 0; i < data.rows() && quarter.size() < 16; ++i) {
+    if (data.family[i] == "w0.25") quarter.push_back(i);
+  }
+  Dataset slower = subset(data, quarter);
+  slower.device_fingerprint = "slower";
+  for (double& value : slower.y[latency]) value *= 1.5;
+  TransferOptions transfer_options;
+  transfer_options.threads = 1;
+  const Predictor moved = transfer_fit(predictor, slower, transfer_options, nullptr);
+  EXPECT_EQ(moved.new_family_half_widths(), widths);
+  const auto moved_plain = moved.predict(test.x.data(), test.rows(), test.batch.data());
+  const auto moved_new = moved.predict(test.x.data(), test.rows(), test.batch.data(), &test.family);
+  std::vector<std::string> quarters(test.rows(), "w0.25");
+  const auto moved_known = moved.predict(test.x.data(), test.rows(), test.batch.data(), &quarters);
+  std::size_t moved_covered = 0;
+  for (std::size_t i = 0; i < test.rows(); ++i) {
+    const TargetPrediction& own_interval = moved_plain[latency][i];
+    const TargetPrediction& b = moved_new[latency][i];
+    ASSERT_EQ(own_interval.value, b.value);
+    EXPECT_LE(b.low, own_interval.low);
+    EXPECT_LT(b.low, b.value * std::exp(-widths[latency]) * 1.000001);
+    EXPECT_GT(b.high, b.value * std::exp(widths[latency]) * 0.999999);
+    EXPECT_EQ(moved_known[latency][i].low, own_interval.low);
+    EXPECT_EQ(moved_known[latency][i].high, own_interval.high);
+    const double y = 1.5 * test.y[latency][i];
+    moved_covered += b.low <= y && y <= b.high ? 1 : 0;
+  }
+  EXPECT_GE(moved_covered, test.rows() * 9 / 10);
   // With two families there is no spread of families to calibrate from: none.
   for (std::size_t i = 0; i < data.rows(); ++i) {
     data.family[i] = data.family[i] == "w0.75" ? "w0.75" : "others";
