@@ -493,23 +493,29 @@ void run_evaluate(EvaluateCommand& command) {
     }
   }
   // auto: as the model was fitted, relative to its reference; on: relative to its reference,
-  // or the data's own when it has none.
+  // or the data's own when it has none. The reference is the probe's latency on the model's
+  // device: another device's latencies are corrected relative to its own probes' median (scaled
+  // by the model's, an engine whose probe ran 40x slower had every latency divided by 40).
   DriftMode drift = drift_mode(command.data.drift);
   if (drift == DriftMode::kAuto && !predictor.drift().applied) drift = DriftMode::kOff;
-  const std::optional<double> reference_ms =
-      predictor.drift().applied ? std::optional<double>(predictor.drift().reference_ms)
-                                : std::nullopt;
+  const auto reference_for = [&](std::string_view fingerprint) {
+    return predictor.drift().applied && fingerprint == predictor.device_fingerprint()
+               ? std::optional<double>(predictor.drift().reference_ms)
+               : std::nullopt;
+  };
   Dataset data;
   if (!command.data.db.empty() && command.data.device.empty()) {
     // The model's own device when the database has it, else its only device (transfer).
     const Store store = Store::open(command.data.db);
     const bool has_model_device = store.find_device(predictor.device_fingerprint()).has_value();
-    data = dataset_from_store(store, has_model_device ? predictor.device_fingerprint() : "", drift,
-                              reference_ms, command.data.instance);
+    data = dataset_from_store(
+        store, has_model_device ? predictor.device_fingerprint() : "", drift,
+        has_model_device ? reference_for(predictor.device_fingerprint()) : std::nullopt,
+        command.data.instance);
   } else {
     DataOptions options = command.data;
     options.drift = drift == DriftMode::kOff ? "off" : command.data.drift;
-    data = load_data(options, reference_ms);
+    data = load_data(options, reference_for(command.data.device));
   }
   if (!command.data.db.empty()) print_drift(data, drift);
   if (data.feature_names != predictor.feature_names()) {

@@ -200,6 +200,28 @@ TEST_F(ModelCli, DividesLatencyByTheDriftItsProbesMeasured) {
   EXPECT_NE(evaluated.out.find("latency divided by the device's drift: 43 probes"),
             std::string::npos)
       << evaluated.out;
+  // Another device's measurements (its probe three times slower, as its every latency) are
+  // corrected relative to its own probes' median, not scaled by the model's probe: the model
+  // is then 3x off, as it is on that device, not right.
+  const std::string slower = db + "-probed-slower.sqlite";
+  std::filesystem::copy_file(probed, slower, std::filesystem::copy_options::overwrite_existing);
+  sql(slower,
+      "UPDATE devices SET fingerprint = 'slower-cpu', name = 'Slower CPU'; "
+      "UPDATE drift_probes SET median_ms = 3 * median_ms; "
+      "UPDATE measurements SET device_median_ms = 3 * device_median_ms, "
+      "device_mean_ms = 3 * device_mean_ms, device_p5_ms = 3 * device_p5_ms, "
+      "device_p95_ms = 3 * device_p95_ms, wall_median_ms = 3 * wall_median_ms, "
+      "wall_mean_ms = 3 * wall_mean_ms, wall_p5_ms = 3 * wall_p5_ms, "
+      "wall_p95_ms = 3 * wall_p95_ms");
+  CommandResult other_device =
+      run("evaluate --model " + out + " --db " + slower + " --format json");
+  ASSERT_EQ(other_device.exit_code, 0) << other_device.out;
+  EXPECT_NE(other_device.out.find("of the probe's 3.315 ms"), std::string::npos)
+      << other_device.out;
+  const auto scored = nlohmann::json::parse(other_device.out.substr(other_device.out.find('{')));
+  for (const auto& distance : scored.at("distance")) {
+    if (distance.at("target") == "latency") EXPECT_NEAR(distance.at("ratio"), 3.0, 0.3);
+  }
   // ...and on measurements without probes it says it cannot.
   CommandResult unprobed = run("evaluate --model " + out + " --db " + db);
   ASSERT_EQ(unprobed.exit_code, 0) << unprobed.out;
