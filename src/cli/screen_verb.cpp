@@ -507,7 +507,12 @@ void run_validate(const ValidateCommand& command) {
       for (const auto& [key, values] : measured) configs.push_back(parse_key(key));
     }
     const FeatureRows rows = feature_rows(configs);
-    const auto predictions = model.predict(rows.x.data(), configs.size(), rows.batch.data());
+    // With each configuration's family, as screening predicts (a new family's intervals).
+    std::vector<std::string> families;
+    families.reserve(configs.size());
+    for (const Config& c : configs) families.push_back(family_of(c));
+    const auto predictions =
+        model.predict(rows.x.data(), configs.size(), rows.batch.data(), &families);
     FeasibilityOptions options;
     options.coverage = model.coverage();
     options.safe = shortlist.safe;
@@ -526,7 +531,7 @@ void run_validate(const ValidateCommand& command) {
       const auto& truth = measured.at(to_key(configs[i]));
       const bool actual = meets(budgets, truth);
       const DomainJudgement domain =
-          model.training_domain().judge(rows.x.data() + i * cols, family_of(configs[i]));
+          model.training_domain().judge(rows.x.data() + i * cols, families[i]);
       outside += domain.inside ? 0 : 1;
       truly_feasible += actual ? 1 : 0;
       for (std::size_t p = 0; p < policies.size(); ++p) {
