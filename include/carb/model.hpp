@@ -90,6 +90,10 @@ struct Dataset {
   const float* row(std::size_t i) const { return x.data() + i * cols(); }
 };
 
+/// The column of feature `name` in a schema's feature names; nullopt where it has none.
+std::optional<std::size_t> feature_column(const std::vector<std::string>& names,
+                                          std::string_view name);
+
 /// The targets carb fits from a store, in cascade order: memory (engine_peak_bytes, B),
 /// energy (energy_j, J), latency (device or wall median, ms).
 std::vector<TargetInfo> store_targets();

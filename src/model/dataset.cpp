@@ -13,6 +13,13 @@
 
 namespace carb {
 
+std::optional<std::size_t> feature_column(const std::vector<std::string>& names,
+                                          std::string_view name) {
+  const auto found = std::find(names.begin(), names.end(), name);
+  if (found == names.end()) return std::nullopt;
+  return static_cast<std::size_t>(found - names.begin());
+}
+
 std::vector<TargetInfo> store_targets() {
   return {{"memory", "B", "engine_peak_bytes"},
           {"energy", "J", "energy_j"},

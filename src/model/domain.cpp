@@ -306,9 +306,9 @@ TrainingDomain TrainingDomain::from_json(const json& j,
   if (const auto joint = j.find("joint"); joint != j.end()) {
     impl->names = joint->at("features").get<std::vector<std::string>>();
     for (const std::string& name : impl->names) {
-      const auto found = std::find(feature_names.begin(), feature_names.end(), name);
-      if (found == feature_names.end()) throw bad("names a feature it does not have: " + name);
-      impl->columns.push_back(static_cast<std::size_t>(found - feature_names.begin()));
+      const std::optional<std::size_t> column = feature_column(feature_names, name);
+      if (!column) throw bad("names a feature it does not have: " + name);
+      impl->columns.push_back(*column);
     }
     impl->center = joint->at("center").get<std::vector<float>>();
     impl->scale = joint->at("scale").get<std::vector<float>>();

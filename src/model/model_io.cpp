@@ -365,12 +365,11 @@ Predictor PredictorFactory::from_json(const json& file, const std::string& origi
       }
       if (const auto columns = target.find("features"); columns != target.end()) {
         for (const json& name : *columns) {
-          const auto found = std::find(impl->feature_names.begin(), impl->feature_names.end(),
-                                       name.get<std::string>());
-          if (found == impl->feature_names.end()) {
+          const auto column = feature_column(impl->feature_names, name.get<std::string>());
+          if (!column) {
             throw std::invalid_argument("target feature " + name.dump() + " is not a feature");
           }
-          model.columns.push_back(static_cast<std::size_t>(found - impl->feature_names.begin()));
+          model.columns.push_back(*column);
         }
       }
       const std::size_t cols = (model.columns.empty() ? width : model.columns.size()) +

@@ -169,8 +169,9 @@ std::vector<AdditiveParts> Predictor::additive_parts(const float* x, std::size_t
   // Memory's additive prior (PriorMode::kAdditive) has no layer terms to split.
   if (model.additive.empty() || model.info.name == "memory") return parts;
   const std::vector<std::string>& names = impl_->feature_names;
+  // Absent columns read as past the end.
   const auto column = [&](std::string_view name) {
-    return static_cast<std::size_t>(std::find(names.begin(), names.end(), name) - names.begin());
+    return feature_column(names, name).value_or(names.size());
   };
   const std::size_t flops = column("log_flops");
   const std::size_t native = column("log_torch_native_macs");
@@ -419,7 +420,7 @@ Predictor Predictor::fit(const Dataset& data, const FitOptions& options, FitRepo
     const Dataset test_data = subset(data, test);
     report.scores = evaluate(predictor, test_data);
 
-    const auto flops = std::find(data.feature_names.begin(), data.feature_names.end(), "log_flops");
+    const std::optional<std::size_t> flops = feature_column(data.feature_names, "log_flops");
     for (std::size_t t = 0; t < data.targets.size(); ++t) {
       if (!self.models[t].available) continue;
       const auto train = rows_with(roles, Role::kTrain, y[t]);
@@ -431,8 +432,8 @@ Predictor Predictor::fit(const Dataset& data, const FitOptions& options, FitRepo
       measured.reserve(scored.size());
       for (std::size_t i : scored) measured.push_back(data.y[t][i]);
       // FLOPs alone, log-log least squares.
-      if (flops != data.feature_names.end()) {
-        const auto column = static_cast<std::size_t>(flops - data.feature_names.begin());
+      if (flops) {
+        const std::size_t column = *flops;
         double sx = 0, sy = 0, sxx = 0, sxy = 0;
         for (std::size_t i : train) {
           const double fx = data.row(i)[column];

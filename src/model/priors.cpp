@@ -5,6 +5,8 @@
 #include <numeric>
 #include <stdexcept>
 
+#include "carb/model.hpp"
+
 namespace carb::model_detail {
 
 using nlohmann::json;
@@ -84,9 +86,9 @@ Additive Additive::memory_columns_of(const std::vector<std::string>& names) {
   for (const char* wanted :
        {"log_param_bytes", "log_activation_bytes", "log_peak_activation_bytes",
         "log_analytic_peak_bytes", "log_engine_arena_bytes", "log_prepare_peak_bytes"}) {
-    const auto found = std::find(names.begin(), names.end(), wanted);
-    if (found == names.end()) continue;
-    additive.columns.push_back(static_cast<std::size_t>(found - names.begin()));
+    const std::optional<std::size_t> column = feature_column(names, wanted);
+    if (!column) continue;
+    additive.columns.push_back(*column);
     additive.logged.push_back(true);
   }
   return additive;

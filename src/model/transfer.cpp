@@ -670,12 +670,12 @@ FeatureRidge ridge_from_json(const json& j, const std::vector<std::string>& name
   for (std::size_t k = 0; k < p; ++k) {
     finite = finite && std::isfinite(ridge.center[k]) && std::isfinite(ridge.weights[k]) &&
              std::isfinite(ridge.scale[k]) && ridge.scale[k] > 0;
-    const auto found = std::find(names.begin(), names.end(), ridge.features[k]);
-    if (found == names.end()) {
+    const std::optional<std::size_t> column = feature_column(names, ridge.features[k]);
+    if (!column) {
       throw std::invalid_argument("transfer: feature-ridge's feature " + ridge.features[k] +
                                   " is not one of the source's");
     }
-    ridge.columns.push_back(static_cast<std::size_t>(found - names.begin()));
+    ridge.columns.push_back(*column);
   }
   if (!finite) throw std::invalid_argument("transfer: feature-ridge's line is not finite");
   return ridge;
@@ -971,9 +971,8 @@ Predictor transfer_fit(const Predictor& source_model, const Dataset& data,
   std::vector<std::pair<std::string, std::size_t>> ridge_features;
   const std::vector<std::string>& names = layer->source->feature_names();
   for (std::string_view name : kRidgeFeatures) {
-    const auto found = std::find(names.begin(), names.end(), name);
-    if (found != names.end()) {
-      ridge_features.emplace_back(name, static_cast<std::size_t>(found - names.begin()));
+    if (const std::optional<std::size_t> column = feature_column(names, name)) {
+      ridge_features.emplace_back(name, *column);
     }
   }
 
@@ -1210,13 +1209,10 @@ std::vector<std::size_t> choose_transfer_rows(const Predictor& source, const flo
     if (target == predictions.size() || source.targets()[t].name == "latency") target = t;
   }
   const auto& names = source.feature_names();
-  const auto block = std::find(names.begin(), names.end(), "bottleneck");
+  const std::optional<std::size_t> block = feature_column(names, "bottleneck");
   std::map<int, std::vector<std::size_t>> strata;
   for (std::size_t i = 0; i < rows; ++i) {
-    const int bottleneck =
-        block == names.end()
-            ? 0
-            : (x[i * names.size() + static_cast<std::size_t>(block - names.begin())] > 0.5f);
+    const int bottleneck = block && x[i * names.size() + *block] > 0.5f ? 1 : 0;
     const int low_batch = batch != nullptr && batch[i] > 0 && batch[i] <= 8;
     strata[2 * bottleneck + low_batch].push_back(i);
   }

@@ -26,12 +26,6 @@ std::string number_text(double value) {
   return text;
 }
 
-// The feature of the schema named `name`, or npos.
-std::size_t feature_index(const std::vector<std::string>& names, std::string_view name) {
-  const auto found = std::find(names.begin(), names.end(), name);
-  return found == names.end() ? std::string::npos : static_cast<std::size_t>(found - names.begin());
-}
-
 // A prediction's interval widened in log space by `factor` around its value.
 void widen(TargetPrediction& p, double factor) {
   if (!p.available || factor <= 1 || !(p.value > 0)) return;
@@ -139,9 +133,9 @@ std::optional<double> objective_value(const ValueObjective& value,
     return std::nullopt;
   }
   const auto feature = [&](std::string_view name) -> std::optional<double> {
-    const std::size_t f = feature_index(feature_names, name);
-    if (f == std::string::npos || std::isnan(row[f])) return std::nullopt;
-    return static_cast<double>(row[f]);
+    const std::optional<std::size_t> f = feature_column(feature_names, name);
+    if (!f || std::isnan(row[*f])) return std::nullopt;
+    return static_cast<double>(row[*f]);
   };
   const auto exp_of = [](std::optional<double> log1p) -> std::optional<double> {
     if (!log1p) return std::nullopt;
