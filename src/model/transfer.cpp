@@ -976,6 +976,13 @@ Predictor transfer_fit(const Predictor& source_model, const Dataset& data,
     }
   }
 
+  // Whether any row is of a network family the source's training rows are not of.
+  const TrainingDomain& source_domain = layer->source->training_domain();
+  const bool new_family_rows =
+      std::any_of(data.family.begin(), data.family.end(), [&](const std::string& family) {
+        return !family.empty() && source_domain.new_family(family);
+      });
+
   bool refit_used = false;
   bool any_available = false;
   for (std::size_t t = 0; t < data.targets.size(); ++t) {
@@ -1042,10 +1049,14 @@ Predictor transfer_fit(const Predictor& source_model, const Dataset& data,
       errors[method] = percentage_errors(predicted, rows.ly);
       target_report.cv_mape.emplace_back(std::string(to_string(method)), mean(errors[method]));
     }
-    // The default, loglinear (scale below its minimum rows), unless another candidate beats it
-    // by more than one standard error of the mean per-row difference.
-    TransferMethod chosen =
-        n >= kMinRowsLogLinear ? TransferMethod::kLogLinear : TransferMethod::kScale;
+    // The default, loglinear (scale below its minimum rows; structural where the rows are of a
+    // network family the source never saw, as a new family's cost differs from the source's by
+    // its mix of layer classes, not by one line in the network's size), unless another
+    // candidate beats it by more than one standard error of the mean per-row difference.
+    TransferMethod chosen = new_family_rows && structural && n >= kMinRowsStructural
+                                ? TransferMethod::kStructural
+                            : n >= kMinRowsLogLinear ? TransferMethod::kLogLinear
+                                                     : TransferMethod::kScale;
     std::string why = n < 2 ? "one row: its factor, no cross-validation"
                             : std::string(to_string(chosen)) + " (the default)";
     if (n >= 2) {
@@ -1070,7 +1081,11 @@ Predictor transfer_fit(const Predictor& source_model, const Dataset& data,
       text << to_string(chosen) << ": cross-validated MAPE " << percent(mean(errors[chosen]))
            << " over " << n << " rows in " << folds << " folds";
       if (chosen == default_method) {
-        text << "; the default, as no other candidate beat it by more than one standard error";
+        text << "; the default"
+             << (new_family_rows && chosen == TransferMethod::kStructural
+                     ? " for rows of a network family the source never saw"
+                     : "")
+             << ", as no other candidate beat it by more than one standard error";
       } else {
         text << ", " << percent(best_gain) << " better than " << to_string(default_method)
              << " (more than one standard error)";

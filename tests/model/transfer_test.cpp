@@ -196,6 +196,34 @@ TEST_F(Transfer, ItsRowsFamiliesJoinTheTrainingDomain) {
   EXPECT_EQ(loaded.training_domain().rows(), domain.rows());
 }
 
+// Rows of a family the source never saw start from the structural correction, which reweights
+// the layer classes where that family differs; rows of a family it saw start from loglinear.
+TEST_F(Transfer, RowsOfANewFamilyStartFromTheStructuralCorrection) {
+  const Dataset seen = subset(*intel, every(intel->rows(), 100));
+  Dataset unseen = seen;
+  std::fill(unseen.family.begin(), unseen.family.end(), "regnet_x_400mf-bn");
+  ASSERT_FALSE(source->training_domain().new_family(seen.family.front()));
+  TransferOptions options;
+  options.threads = 1;
+  TransferReport seen_report, unseen_report;
+  (void)transfer_fit(*source, seen, options, &seen_report);
+  (void)transfer_fit(*source, unseen, options, &unseen_report);
+  const TransferTargetReport& a = seen_report.targets[2];
+  const TransferTargetReport& b = unseen_report.targets[2];
+  ASSERT_EQ(b.target, "latency");
+  const auto default_was = [](const TransferTargetReport& r) { return r.method + " | " + r.why; };
+  // The same rows, so the same cross-validated errors: only the default differs.
+  EXPECT_EQ(a.cv_mape, b.cv_mape);
+  EXPECT_TRUE((a.method == "loglinear" && a.why.find("; the default, as") != std::string::npos) ||
+              a.why.find("better than loglinear") != std::string::npos)
+      << default_was(a);
+  EXPECT_TRUE((b.method == "structural" &&
+               b.why.find("; the default for rows of a network family the source never saw") !=
+                   std::string::npos) ||
+              b.why.find("better than structural") != std::string::npos)
+      << default_was(b);
+}
+
 TEST_F(Transfer, ChosenRowsSpreadOverBlocksBatchesAndTheSourcesRangeByTheSeed) {
   const std::size_t n = intel->rows();
   const auto a = choose_transfer_rows(*source, intel->x.data(), n, intel->batch.data(), 16, 7);
