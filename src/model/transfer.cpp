@@ -35,6 +35,7 @@ constexpr double kSlopeShrink = 2.0;
 /// 3 gave 25.3% and 1 gave 21.6% (19.6-22.7; docs/benchmarks.md, "From carb's engine to
 /// PyTorch").
 constexpr double kStructuralShrink = 1.0;
+constexpr std::size_t kMinRowsSource = 4;
 constexpr std::size_t kMinRowsLogLinear = 3;
 constexpr std::size_t kMinRowsStructural = 4;
 constexpr std::size_t kMinRowsFeatureRidge = 8;
@@ -54,7 +55,8 @@ constexpr std::array<std::string_view, 9> kRidgeFeatures = {
     "log_params",      "log_activation_bytes", "depth",
     "widest_channels", "bottleneck",           "log_arithmetic_intensity"};
 
-constexpr std::array<std::pair<TransferMethod, std::string_view>, 6> kMethodNames = {{
+constexpr std::array<std::pair<TransferMethod, std::string_view>, 7> kMethodNames = {{
+    {TransferMethod::kSource, "source"},
     {TransferMethod::kScale, "scale"},
     {TransferMethod::kLogLinear, "loglinear"},
     {TransferMethod::kStructural, "structural"},
@@ -435,6 +437,9 @@ std::vector<double> predict_method(TransferMethod method, const Fitted& fitted, 
   out.reserve(which.size());
   for (std::size_t i : which) {
     switch (method) {
+      case TransferMethod::kSource:
+        out.push_back(rows.s[i]);
+        break;
       case TransferMethod::kScale:
         out.push_back(rows.s[i] + fitted.scale);
         break;
@@ -1020,7 +1025,12 @@ Predictor transfer_fit(const Predictor& source_model, const Dataset& data,
       rows.x.insert(rows.x.end(), data.row(i), data.row(i) + cols);
       rows.x.push_back(static_cast<float>(rows.s.back()));
     }
+    // For rows of a new family, the source as it is too, from 4 rows: where a few networks of
+    // the family disagree, no correction fitted on some of them may be better than none (with 2
+    // or 3 rows, whichever is left out decides). On a new device the source is off by the
+    // device's difference, which is what a transfer is for.
     std::vector<TransferMethod> candidates = {TransferMethod::kScale};
+    if (new_family_rows && n >= kMinRowsSource) candidates.push_back(TransferMethod::kSource);
     if (n >= kMinRowsLogLinear) candidates.push_back(TransferMethod::kLogLinear);
     if (structural && n >= kMinRowsStructural) candidates.push_back(TransferMethod::kStructural);
     if (structural && n >= kMinRowsFeatureRidge && !ridge_features.empty()) {

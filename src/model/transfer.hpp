@@ -16,6 +16,7 @@ namespace carb::model_detail {
 
 /// How one target's prediction is made from the source's.
 enum class TransferMethod {
+  kSource,  ///< the source's prediction as it is
   kScale,
   kLogLinear,
   kStructural,

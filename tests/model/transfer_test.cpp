@@ -212,8 +212,13 @@ TEST_F(Transfer, RowsOfANewFamilyStartFromTheStructuralCorrection) {
   const TransferTargetReport& b = unseen_report.targets[2];
   ASSERT_EQ(b.target, "latency");
   const auto default_was = [](const TransferTargetReport& r) { return r.method + " | " + r.why; };
-  // The same rows, so the same cross-validated errors: only the default differs.
-  EXPECT_EQ(a.cv_mape, b.cv_mape);
+  // The same rows, so the same cross-validated errors (and the source's own for the new
+  // family's): only the default differs.
+  auto corrections = b.cv_mape;
+  ASSERT_FALSE(corrections.empty());
+  EXPECT_EQ(corrections.front().first, "source");
+  corrections.erase(corrections.begin());
+  EXPECT_EQ(a.cv_mape, corrections);
   EXPECT_TRUE((a.method == "loglinear" && a.why.find("; the default, as") != std::string::npos) ||
               a.why.find("better than loglinear") != std::string::npos)
       << default_was(a);
@@ -222,6 +227,50 @@ TEST_F(Transfer, RowsOfANewFamilyStartFromTheStructuralCorrection) {
                    std::string::npos) ||
               b.why.find("better than structural") != std::string::npos)
       << default_was(b);
+}
+
+// Four rows of a new family, three as the source predicts them and one three times slower:
+// each correction fitted on three of them misses the fourth by more than the source does, so
+// cross-validation keeps the source as it is, and the model predicts what it does. Rows of the
+// source's own families (a new device) never keep it: the device differs.
+TEST_F(Transfer, RowsOfANewFamilyThatDisagreeKeepTheSourceAsItIs) {
+  Dataset rows = subset(*intel, every(intel->rows(), 400));
+  ASSERT_EQ(rows.rows(), 4u);
+  {
+    TransferOptions options;
+    options.threads = 1;
+    TransferReport seen;
+    Dataset same = rows;
+    const auto says = source->predict(same.x.data(), same.rows(), same.batch.data());
+    for (std::size_t i = 0; i < same.rows(); ++i) {
+      same.y[2][i] = says[2][i].value * (i == 3 ? 3.0 : 1.0);
+    }
+    (void)transfer_fit(*source, same, options, &seen);
+    EXPECT_NE(seen.targets[2].method, "source");
+    for (const auto& [method, mape] : seen.targets[2].cv_mape) EXPECT_NE(method, "source");
+  }
+  std::fill(rows.family.begin(), rows.family.end(), "regnet_x_400mf-bn");
+  const auto source_says = source->predict(rows.x.data(), rows.rows(), rows.batch.data());
+  for (std::size_t i = 0; i < rows.rows(); ++i) {
+    rows.y[2][i] = source_says[2][i].value * (i == 3 ? 3.0 : 1.0);
+  }
+  TransferOptions options;
+  options.threads = 1;
+  TransferReport report;
+  const Predictor model = transfer_fit(*source, rows, options, &report);
+  const TransferTargetReport& latency = report.targets[2];
+  ASSERT_EQ(latency.target, "latency");
+  EXPECT_EQ(latency.method, "source") << latency.why;
+  const Dataset others = subset(*intel, every(intel->rows(), 97, 5));
+  const auto transferred = model.predict(others.x.data(), others.rows(), others.batch.data());
+  const auto direct = source->predict(others.x.data(), others.rows(), others.batch.data());
+  // And so does its model file, read back.
+  const Predictor loaded = Predictor::from_json_text(model.to_json_text(), "source.json");
+  const auto reloaded = loaded.predict(others.x.data(), others.rows(), others.batch.data());
+  for (std::size_t i = 0; i < others.rows(); ++i) {
+    EXPECT_NEAR(transferred[2][i].value, direct[2][i].value, 1e-9 * direct[2][i].value);
+    EXPECT_DOUBLE_EQ(reloaded[2][i].value, transferred[2][i].value);
+  }
 }
 
 TEST_F(Transfer, ChosenRowsSpreadOverBlocksBatchesAndTheSourcesRangeByTheSeed) {
