@@ -42,6 +42,15 @@ class ZooModelCli : public testing::Test {
 std::string ZooModelCli::start, ZooModelCli::db, ZooModelCli::model;
 CommandResult ZooModelCli::fit;
 
+// A spec at `path` over two of the zoo's exports, squeezenet (held out) and mobilenet_v2, at 96
+// and 160 px and batches 1 and 4: 8 configurations the campaign measured.
+std::string two_models(const std::string& path) {
+  std::ofstream(path) << "name: two-models\nmodels:\n  - " << zoo_file("squeezenet1_1-bn.onnx")
+                      << "\n  - " << zoo_file("mobilenet_v2-bn.onnx")
+                      << "\nresolution: [96, 160]\nbatch: [1, 4]\n";
+  return path;
+}
+
 // The carb row of a fit's or evaluation's scores for `target`.
 nlohmann::json carb_scores(const nlohmann::json& scores, const std::string& target) {
   for (const auto& s : scores) {
@@ -79,10 +88,7 @@ TEST_F(ZooModelCli, HoldsOutAFamilyAndPredictsItFromTheOthers) {
 TEST_F(ZooModelCli, PredictsAndScreensASpaceOfModelFiles) {
   if (const std::string why = carb_test::zoo_missing(); !why.empty()) GTEST_SKIP() << why;
   ASSERT_EQ(fit.exit_code, 0) << fit.out;
-  const std::string spec = start + "-models.yaml";
-  std::ofstream(spec) << "name: two-models\nmodels:\n  - " << zoo_file("squeezenet1_1-bn.onnx")
-                      << "\n  - " << zoo_file("mobilenet_v2-bn.onnx")
-                      << "\nresolution: [96, 160]\nbatch: [1, 4]\n";
+  const std::string spec = two_models(start + "-models.yaml");
   const CommandResult predicted =
       run("predict --model " + model + " --spec " + spec + " --format json", false);
   ASSERT_EQ(predicted.exit_code, 0) << predicted.out;
@@ -146,6 +152,35 @@ TEST_F(ZooModelCli, PredictsAndScreensASpaceOfModelFiles) {
   EXPECT_NE(widest.out.find("has no width (8 of 8 candidates are imported networks"),
             std::string::npos)
       << widest.out;
+}
+
+// validate judges the budget as screening did: a family the model never saw (squeezenet, held
+// out) by the new family's intervals, so its screening policy accepts what screening found
+// feasible (with the model's own intervals it accepted 5 where screening had 3).
+TEST_F(ZooModelCli, ValidateJudgesANewFamilyAsScreeningDid) {
+  if (const std::string why = carb_test::zoo_missing(); !why.empty()) GTEST_SKIP() << why;
+  ASSERT_EQ(fit.exit_code, 0) << fit.out;
+  const std::string spec = two_models(start + "-validate.yaml");
+  const std::string shortlist = start + "-validate.json";
+  const CommandResult screened = run("screen --model " + model + " --spec " + spec +
+                                     " --budget 'latency<=3ms' --json " + shortlist);
+  ASSERT_EQ(screened.exit_code, 0) << screened.out;
+  const auto counts = nlohmann::json::parse(carb_test::slurp(shortlist)).at("counts");
+  EXPECT_EQ(counts.at("outside_training_domain").get<int>(), 4) << counts;
+  const int feasible = counts.at("feasible").get<int>();
+  const CommandResult validated = run("validate --shortlist " + shortlist + " --db " + db +
+                                      " --model " + model + " --spec " + spec);
+  ASSERT_EQ(validated.exit_code, 0) << validated.out;
+  EXPECT_NE(validated.out.find("budget classification over 8 measured configurations (4 outside "
+                               "the training domain"),
+            std::string::npos)
+      << validated.out;
+  const std::string accepted = " of " + std::to_string(feasible) + " accepted)";
+  const std::size_t widen = validated.out.find("outside-domain widen:");
+  ASSERT_NE(widen, std::string::npos) << validated.out;
+  const std::string line = validated.out.substr(widen, validated.out.find('\n', widen) - widen);
+  EXPECT_NE(line.find(accepted), std::string::npos) << line << " | screening: " << feasible;
+  EXPECT_NE(line.find("<- the screening's"), std::string::npos) << line;
 }
 
 TEST_F(ZooModelCli, CharacterizesAndReportsImportedNetworksByName) {
