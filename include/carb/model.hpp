@@ -238,10 +238,6 @@ struct TargetPrediction {
   double value = 0, low = 0, high = 0;
 };
 
-/// Widens `p`'s interval to at least [value e^-w, value e^w] for a natural-log half-width
-/// w = `log_half_width` (nothing for w <= 0 or an unavailable prediction).
-void stretch_interval(TargetPrediction& p, double log_half_width);
-
 /// Scores of predictions against measurements (linear space unless said).
 struct Metrics {
   std::size_t n = 0;
@@ -409,7 +405,7 @@ class Predictor {
   /// Result: [target][row]. With `families` (each row's, family_of), a row of a family the
   /// training domain does not know gets the target's new-family interval where the fit could
   /// calibrate one (new_family_half_width), at least as wide as its own. A transferred model
-  /// stretches its own intervals to its source's new-family half-width (stretch_interval).
+  /// stretches its own intervals to its source's new-family interval (widen_for_new_family).
   [[nodiscard]] std::vector<std::vector<TargetPrediction>> predict(
       const float* x, std::size_t rows, const int* batch,
       const std::vector<std::string>* families = nullptr) const;
@@ -418,6 +414,11 @@ class Predictor {
   /// families fitted on, no additive base or an older model file). A transferred model's are its
   /// source's: what a family neither saw costs is as uncertain on the new device.
   [[nodiscard]] std::vector<double> new_family_half_widths() const;
+  /// Widens `p`, a prediction of target `t`, to at least the new-family interval about its
+  /// value: its half-width in the target's log1p(scale x value) space, as the model's own
+  /// intervals are (a transferred model: its source's width and scale). Nothing where the model
+  /// has no new-family width or `p` is unavailable.
+  void widen_for_new_family(TargetPrediction& p, std::size_t t) const;
   /// Predictions of each target's cheapest member (the ridge prior, where there is one) with
   /// their own split-conformal intervals: stage 1 of screening ranks whole spaces with these.
   [[nodiscard]] std::vector<std::vector<TargetPrediction>> predict_cheap(const float* x,

@@ -108,10 +108,18 @@ const DriftCorrection& Predictor::drift() const { return impl_->drift; }
 double Predictor::coverage() const { return impl_->coverage; }
 const FitReport& Predictor::fit_report() const { return impl_->report; }
 
-void stretch_interval(TargetPrediction& p, double log_half_width) {
-  if (!p.available || !(log_half_width > 0) || !(p.value > 0)) return;
-  p.low = std::min(p.low, p.value * std::exp(-log_half_width));
-  p.high = std::max(p.high, p.value * std::exp(log_half_width));
+void Predictor::widen_for_new_family(TargetPrediction& p, std::size_t t) const {
+  if (impl_->transfer) {
+    impl_->transfer->source->widen_for_new_family(p, t);
+    return;
+  }
+  if (t >= impl_->models.size() || !p.available || !(p.value > 0)) return;
+  const TargetModel& model = impl_->models[t];
+  const double width = model.new_family_half_width;
+  if (!(width > 0)) return;
+  const double y = std::log1p(model.scale * p.value);
+  p.low = std::min(p.low, std::max(0.0, std::expm1(y - width) / model.scale));
+  p.high = std::max(p.high, std::expm1(y + width) / model.scale);
 }
 
 std::vector<std::vector<TargetPrediction>> Predictor::predict(
@@ -127,10 +135,9 @@ std::vector<std::vector<TargetPrediction>> Predictor::predict(
   if (impl_->transfer) {
     auto out = impl_->transfer->predict(x, rows, batch, false);
     if (new_family.empty()) return out;
-    const std::vector<double> widths = new_family_half_widths();
-    for (std::size_t t = 0; t < out.size() && t < widths.size(); ++t) {
+    for (std::size_t t = 0; t < out.size(); ++t) {
       for (std::size_t i = 0; i < rows; ++i) {
-        if (new_family[i]) stretch_interval(out[t][i], widths[t]);
+        if (new_family[i]) widen_for_new_family(out[t][i], t);
       }
     }
     return out;

@@ -411,7 +411,6 @@ class Pass {
         measured_(measured),
         out_(out),
         budget_prune_(stage1 == nullptr && !request.budgets.empty()),
-        new_family_widths_(ranker_.new_family_half_widths()),
         meeting_(request.budgets.size(), 0),
         closest_(request.budgets.size(), {"", std::numeric_limits<double>::infinity()}) {}
 
@@ -429,8 +428,7 @@ class Pass {
       // budget is judged by them.
       const std::string family = family_of(configs[i]);
       if (domain.new_family(family)) {
-        for (std::size_t t = 0; t < cheap.size(); ++t)
-          stretch_interval(cheap[t][i], new_family_widths_[t]);
+        for (std::size_t t = 0; t < cheap.size(); ++t) ranker_.widen_for_new_family(cheap[t][i], t);
       }
       const bool is_measured = measured_ != nullptr && measured_->count(c.key) > 0;
       bool over = false;
@@ -563,8 +561,7 @@ class Pass {
   const std::map<std::string, MeasuredValues>* measured_;
   ScreenResult& out_;
   bool budget_prune_;
-  std::vector<double> new_family_widths_;  // per target of the ranker, log half-widths
-  std::vector<std::uint64_t> meeting_;     // per budget, stage-1 meeting it
+  std::vector<std::uint64_t> meeting_;                   // per budget, stage-1 meeting it
   std::vector<std::pair<std::string, double>> closest_;  // per budget, the closest
   std::uint64_t missing_value_ = 0;
   std::string first_missing_;

@@ -739,14 +739,20 @@ TEST(Fit, AFamilyTheModelNeverSawGetsIntervalsFromTheFamiliesItSaw) {
   const auto moved_new = moved.predict(test.x.data(), test.rows(), test.batch.data(), &test.family);
   std::vector<std::string> quarters(test.rows(), "w0.25");
   const auto moved_known = moved.predict(test.x.data(), test.rows(), test.batch.data(), &quarters);
+  const double scale = file.at("targets").at(latency).at("scale");
   std::size_t moved_covered = 0;
   for (std::size_t i = 0; i < test.rows(); ++i) {
     const TargetPrediction& own_interval = moved_plain[latency][i];
     const TargetPrediction& b = moved_new[latency][i];
     ASSERT_EQ(own_interval.value, b.value);
     EXPECT_LE(b.low, own_interval.low);
-    EXPECT_LT(b.low, b.value * std::exp(-widths[latency]) * 1.000001);
-    EXPECT_GT(b.high, b.value * std::exp(widths[latency]) * 0.999999);
+    // The width is one in the source's log1p(scale x value) space, as the source's own
+    // intervals are, not a plain log half-width: wider where scale x value is small.
+    const double log1p_value = std::log1p(scale * b.value);
+    EXPECT_NEAR(b.high, std::expm1(log1p_value + widths[latency]) / scale, 1e-9 * b.high);
+    EXPECT_GT(b.high, b.value * std::exp(widths[latency]));
+    EXPECT_NEAR(b.low, std::max(0.0, std::expm1(log1p_value - widths[latency]) / scale),
+                1e-9 * b.high);
     EXPECT_EQ(moved_known[latency][i].low, own_interval.low);
     EXPECT_EQ(moved_known[latency][i].high, own_interval.high);
     const double y = 1.5 * test.y[latency][i];
