@@ -469,7 +469,7 @@ struct TransferTargetReport {
   std::string target;
   bool available = false;
   std::string reason;  ///< why the target is unavailable
-  /// "scale", "loglinear", "structural", "feature-ridge", "residual-trees" or "refit".
+  /// "source", "scale", "loglinear", "structural", "feature-ridge", "residual-trees" or "refit".
   std::string method;
   std::string why;  ///< the choice in words
   /// Each candidate's cross-validated mean absolute percentage error on the target rows, %.
@@ -490,12 +490,17 @@ struct TransferReport {
 
 /// The least number of target rows a refit from scratch is offered on, as a candidate.
 inline constexpr std::size_t kTransferRefitRows = 200;
+/// The least number of rows of a network family the source never saw from which a transfer
+/// corrects more than one factor: the structural correction and the source as it is need them.
+inline constexpr std::size_t kTransferFamilyRows = 4;
 
 /// Fits a model of `target`'s device from `source` (another device's model) and `target`'s rows:
 /// per target, candidate corrections of the source's predictions (one factor; log-linear; the
 /// source's additive layer-cost prior with its compute, memory and per-layer terms reweighted;
-/// trees on the residual; a fit from scratch) are cross-validated on the target rows, and the
-/// log-linear one is kept unless another beats it by more than one standard error. Intervals
+/// trees on the residual; a fit from scratch; for rows of a network family the source never
+/// saw, the source as it is) are cross-validated on the target rows, and the default (log-linear;
+/// for a new family's rows the structural one) is kept unless another beats it by more than one
+/// standard error. Intervals
 /// come from the chosen method's out-of-fold residuals (cross-conformal, or a Student-t
 /// interval where the rows are too few). Throws carb::Error (input) when the source and the
 /// data differ in feature schema or targets, or the data has no rows.

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <set>
 #include <sstream>
@@ -153,6 +154,22 @@ std::vector<Config> transfer_configs(const Predictor& source, const Selection& s
   for (std::size_t i : choose_transfer_rows(source, rows.x.data(), candidates.size(),
                                             rows.batch.data(), selection.sample, selection.seed)) {
     chosen.push_back(candidates[i]);
+  }
+  // A new family's few rows can only say one factor (transfer_fit notes it too): say so before
+  // measuring, while more can still be asked for.
+  std::map<std::string, std::size_t> new_families;
+  for (const Config& config : chosen) {
+    const std::string family = family_of(config);
+    if (source.training_domain().new_family(family)) ++new_families[family];
+  }
+  for (const auto& [family, count] : new_families) {
+    if (count >= kTransferFamilyRows) continue;
+    std::cerr << "warning: " << count << " of the chosen configurations "
+              << (count == 1 ? "is" : "are") << " of " << family
+              << ", a network family the source model never saw: from fewer than "
+              << kTransferFamilyRows
+              << " its transfer is one factor (docs/onnx.md, \"A family carb never saw\"); "
+                 "measure more with a larger --sample\n";
   }
   return chosen;
 }

@@ -35,9 +35,9 @@ constexpr double kSlopeShrink = 2.0;
 /// 3 gave 25.3% and 1 gave 21.6% (19.6-22.7; docs/benchmarks.md, "From carb's engine to
 /// PyTorch").
 constexpr double kStructuralShrink = 1.0;
-constexpr std::size_t kMinRowsSource = 4;
+constexpr std::size_t kMinRowsSource = kTransferFamilyRows;
 constexpr std::size_t kMinRowsLogLinear = 3;
-constexpr std::size_t kMinRowsStructural = 4;
+constexpr std::size_t kMinRowsStructural = kTransferFamilyRows;
 constexpr std::size_t kMinRowsFeatureRidge = 8;
 constexpr std::size_t kMinRowsResidualTrees = 32;
 constexpr std::size_t kMaxFolds = 10;
@@ -987,6 +987,15 @@ Predictor transfer_fit(const Predictor& source_model, const Dataset& data,
       std::any_of(data.family.begin(), data.family.end(), [&](const std::string& family) {
         return !family.empty() && source_domain.new_family(family);
       });
+  if (new_family_rows && measured_rows < kTransferFamilyRows) {
+    report.notes.push_back(
+        std::to_string(measured_rows) + (measured_rows == 1 ? " row" : " rows") +
+        " of a network family the source never saw: one factor from them; the structural "
+        "correction and the source as it is need " +
+        std::to_string(kTransferFamilyRows) +
+        " (on the zoo, 2 rows left 3 of 11 families 6-34 points worse than none, 4 rows none "
+        "more than a point worse: docs/benchmarks.md, \"Zoo campaign\")");
+  }
 
   bool refit_used = false;
   bool any_available = false;

@@ -229,6 +229,28 @@ TEST_F(Transfer, RowsOfANewFamilyStartFromTheStructuralCorrection) {
       << default_was(b);
 }
 
+// Fewer rows of a new family than its corrections need: one factor, and a note that says so.
+TEST_F(Transfer, TwoRowsOfANewFamilyAreOneFactorAndSaySo) {
+  Dataset rows = subset(*intel, every(intel->rows(), 800));
+  ASSERT_EQ(rows.rows(), 2u);
+  const auto mentions = [](const TransferReport& report) {
+    return std::count_if(report.notes.begin(), report.notes.end(), [](const std::string& note) {
+      return note.find("of a network family the source never saw: one factor") != std::string::npos;
+    });
+  };
+  TransferOptions options;
+  options.threads = 1;
+  TransferReport seen;
+  (void)transfer_fit(*source, rows, options, &seen);
+  EXPECT_EQ(mentions(seen), 0) << "rows of the source's own families";
+  std::fill(rows.family.begin(), rows.family.end(), "regnet_x_400mf-bn");
+  TransferReport report;
+  (void)transfer_fit(*source, rows, options, &report);
+  EXPECT_EQ(mentions(report), 1);
+  EXPECT_EQ(report.notes.back().rfind("2 rows of a network family", 0), 0u) << report.notes.back();
+  EXPECT_EQ(report.targets[2].method, "scale");
+}
+
 // Four rows of a new family, three as the source predicts them and one three times slower:
 // each correction fitted on three of them misses the fourth by more than the source does, so
 // cross-validation keeps the source as it is, and the model predicts what it does. Rows of the

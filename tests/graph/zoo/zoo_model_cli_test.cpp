@@ -183,6 +183,36 @@ TEST_F(ZooModelCli, ValidateJudgesANewFamilyAsScreeningDid) {
   EXPECT_NE(line.find("<- the screening's"), std::string::npos) << line;
 }
 
+// Asked to measure fewer rows of a family the model never saw than a transfer needs to
+// correct more than one factor, profile --transfer-for says so before measuring; with enough,
+// it does not.
+TEST_F(ZooModelCli, TransferForWarnsOfTooFewRowsOfANewFamily) {
+  if (const std::string why = carb_test::zoo_missing(); !why.empty()) GTEST_SKIP() << why;
+  ASSERT_EQ(fit.exit_code, 0) << fit.out;
+  const std::string spec = start + "-squeezenet.yaml";
+  std::ofstream(spec) << "name: squeezenet\nmodels:\n  - " << zoo_file("squeezenet1_1-bn.onnx")
+                      << "\nresolution: [96, 128]\nbatch: [1, 2]\n";
+  const std::string warning =
+      "warning: 2 of the chosen configurations are of squeezenet1_1-bn, a network family the "
+      "source model never saw: from fewer than 4 its transfer is one factor";
+  const CommandResult few = run("profile --spec " + spec + " --transfer-for " + model +
+                                " --sample 2 --db " + start + "-few.sqlite --min-time 0.01");
+  ASSERT_EQ(few.exit_code, 0) << few.out;
+  EXPECT_NE(few.out.find(warning), std::string::npos) << few.out;
+  const CommandResult enough = run("profile --spec " + spec + " --transfer-for " + model +
+                                   " --sample 4 --db " + start + "-enough.sqlite --min-time 0.01");
+  ASSERT_EQ(enough.exit_code, 0) << enough.out;
+  EXPECT_EQ(enough.out.find("warning: "), std::string::npos) << enough.out;
+  // The transfer from the two rows says it too.
+  const CommandResult transferred = run("fit --from " + model + " --db " + start +
+                                        "-few.sqlite -o " + start + "-few.json --threads 1");
+  ASSERT_EQ(transferred.exit_code, 0) << transferred.out;
+  EXPECT_NE(transferred.out.find("note: 2 rows of a network family the source never saw: one "
+                                 "factor from them"),
+            std::string::npos)
+      << transferred.out;
+}
+
 TEST_F(ZooModelCli, CharacterizesAndReportsImportedNetworksByName) {
   ASSERT_EQ(fit.exit_code, 0) << fit.out;
   // The same campaign as if a second device had measured it at other speeds: the ratio between
