@@ -59,8 +59,8 @@ std::optional<ValueObjective> analytic_value(std::string_view name);
 /// analytic, else from the file by its key, then by its network key; nullopt when the file has
 /// neither.
 [[nodiscard]] std::optional<double> objective_value(const ValueObjective& value,
-                                      const std::vector<std::string>& feature_names,
-                                      const float* row, const Config& config);
+                                                    const std::vector<std::string>& feature_names,
+                                                    const float* row, const Config& config);
 
 /// The key of a configuration without its batch and precision: its network.
 std::string network_key(const Config& config);
@@ -80,7 +80,7 @@ enum class DomainPolicy {
   /// kept, with intervals widened by DomainJudgement::widening() in log space, and feasible
   /// only when their upper ends meet the budgets (the default: docs/screening.md says why)
   kWiden,
-  kAllow,    ///< kept as predicted (counted and warned about)
+  kAllow,  ///< kept as predicted (counted and warned about)
 };
 std::string_view to_string(DomainPolicy policy);
 std::optional<DomainPolicy> parse_domain_policy(std::string_view text);
@@ -92,7 +92,7 @@ struct ScreenRequest {
   std::vector<Target> costs;
   /// The value to maximise; none: a front over costs alone.
   std::optional<ValueObjective> value;
-  std::size_t keep = 2000;  ///< stage 1 keeps this many by combined rank
+  std::size_t keep = 2000;   ///< stage 1 keeps this many by combined rank
   double keep_fraction = 0;  ///< or, when > 0, this fraction of the candidates
   bool safe = false;         ///< feasible only when interval upper ends meet the budgets
   /// Order of the front; nullopt: by value where there is one (the most capable first), else
@@ -111,7 +111,7 @@ bool meets(const std::vector<Budget>& budgets, const MeasuredValues& values);
 /// measurements, combine_repeated): [key] -> per Target. With an empty `device`, the store must
 /// hold one device; throws carb::Error (input) naming them otherwise.
 [[nodiscard]] std::map<std::string, MeasuredValues> measured_by_key(const Store& store,
-                                                      const std::string& device);
+                                                                    const std::string& device);
 
 /// The index of a target in a predictor's targets, or npos.
 std::size_t target_index(const Predictor& predictor, Target target);
@@ -121,9 +121,10 @@ std::size_t target_index(const Predictor& predictor, Target target);
 /// its intervals by DomainJudgement::widening() (in place) and requires their upper ends to meet
 /// the budgets, and kAllow judges it as any other. The probability is assess_budgets' of the
 /// (widened) predictions.
-[[nodiscard]] Feasibility decide_budgets(const std::vector<Budget>& budgets, TargetPredictions& predictions,
-                           const DomainJudgement& domain, DomainPolicy policy,
-                           FeasibilityOptions options);
+[[nodiscard]] Feasibility decide_budgets(const std::vector<Budget>& budgets,
+                                         TargetPredictions& predictions,
+                                         const DomainJudgement& domain, DomainPolicy policy,
+                                         FeasibilityOptions options);
 
 /// Checks a request against the models before any work, and fills its defaults (costs: every
 /// target the model predicts). Throws carb::Error (input) for an objective or budget on a
@@ -177,6 +178,8 @@ struct ScreenCounts {
   /// Judged outside the training domain (of those stage 1 did not drop as over budget).
   std::uint64_t outside_domain = 0;
   std::uint64_t excluded_outside_domain = 0;  ///< of those, left out (DomainPolicy::kExclude)
+  /// Stage 2: candidates whose memory is the engine's own plan (ScreenResult::memory_engine).
+  std::uint64_t memory_planned = 0;
 };
 
 /// What one two-stage pass found.
@@ -190,6 +193,9 @@ struct ScreenResult {
   bool safe = false;
   ScreenCounts counts;
   std::string first_outside;  ///< "KEY, whose ..." (domain_text) of the first outside, or ""
+  /// The engine whose own plan gave memory (counts.memory_planned), or "" where this machine
+  /// does not run the model's engine.
+  std::string memory_engine;
   std::vector<ScreenCandidate> pool;                       ///< what stage 2 scored
   std::vector<std::vector<TargetPrediction>> predictions;  ///< [target][pool index]
   std::vector<Feasibility> assessed;                       ///< per pool index
@@ -212,12 +218,16 @@ struct ScreenResult {
 /// Screens `candidates` with `model` (stage 2) and `stage1` (stage 1; null: the model's own
 /// cheapest members, which may also drop candidates confidently over a budget). A candidate
 /// with `measured` values is kept through stage 1 and has them in place of its predictions
-/// (zero-width intervals). `request` must have passed check_request. Throws carb::Error (input)
-/// for an empty space, budgets nothing meets (naming the budget and the closest configuration),
-/// and a value file without a candidate's value (naming the file, the key and how many lack one).
+/// (zero-width intervals). Where this machine runs the model's engine, stage 2 takes memory
+/// from the engine's own plan (EngineMemoryPlanner, exact, zero-width) for the candidates whose
+/// memory interval holds a memory budget's limit and for every member of the front, replanning
+/// the front until its members are all planned (at most kMostPlannedConfigurations). `request` must
+/// have passed check_request. Throws carb::Error (input) for an empty space, budgets nothing meets
+/// (naming the budget and the closest configuration), and a value file without a candidate's value
+/// (naming the file, the key and how many lack one).
 [[nodiscard]] ScreenResult screen(const Predictor& model, const Predictor* stage1,
-                    const CandidateSet& candidates, const ScreenRequest& request,
-                    const std::map<std::string, MeasuredValues>* measured = nullptr);
+                                  const CandidateSet& candidates, const ScreenRequest& request,
+                                  const std::map<std::string, MeasuredValues>* measured = nullptr);
 
 /// The result as JSON (docs/screening.md, "The result file"): the request, the counts and every
 /// stage-2 candidate with its predictions, feasibility, front rank, value and domain; features
@@ -226,7 +236,8 @@ nlohmann::json screen_result_json(const ScreenResult& result,
                                   const std::vector<std::string>& feature_names);
 /// Reads it back (without features); throws carb::Error (input) naming `origin` when it is not
 /// a screening result of this carb.
-[[nodiscard]] ScreenResult screen_result_from_json(const nlohmann::json& json, const std::string& origin);
+[[nodiscard]] ScreenResult screen_result_from_json(const nlohmann::json& json,
+                                                   const std::string& origin);
 /// Reads a result file (screen_result_json's, as `carb screen --json` writes it); throws
 /// carb::Error (input) naming the file when it cannot be opened, is not JSON, or is not a
 /// screening result of this carb.

@@ -158,6 +158,12 @@ void report_screen(const ScreenCommand& command, const ScreenSetup& setup,
             << result.front.size() << " over " << objectives << ", ranked by "
             << to_string(result.rank) << "; shortlist " << shown << "\n";
   if (result.value) std::cerr << "  value: " << result.value->describe() << "\n";
+  if (counts.memory_planned > 0) {
+    std::cerr << "  memory: " << counts.memory_planned << " of " << pool.size()
+              << " stage-2 candidates from the engine's own plan on this machine ("
+              << result.memory_engine
+              << "), exact: those whose interval held a memory budget, and the front's\n";
+  }
 
   // The whole ranked front with features, as CSV.
   if (!command.output.empty()) {

@@ -644,28 +644,32 @@ ScreenResult screen(const Predictor& model, const Predictor* stage1, const Candi
   std::vector<std::string> families;
   families.reserve(out.pool.size());
   for (const ScreenCandidate& c : out.pool) families.push_back(family_of(parse_key(c.key)));
-  out.predictions = model.predict(x.data(), out.pool.size(), batch.data(), &families);
-  if (measured != nullptr) {
-    // What is measured is known: its values replace the predictions, as points.
-    out.measured.assign(out.pool.size(), false);
-    for (std::size_t i = 0; i < out.pool.size(); ++i) {
-      const auto found = measured->find(out.pool[i].key);
-      if (found == measured->end()) continue;
-      for (std::size_t t = 0; t < model.targets().size(); ++t) {
-        const auto target = parse_target(model.targets()[t].name);
-        if (!target || !out.predictions[t][i].available) continue;
-        if (const auto& v = found->second[static_cast<std::size_t>(*target)]) {
-          out.predictions[t][i] = {true, "", *v, *v, *v};
-          out.measured[i] = true;
-        }
-      }
-    }
-  }
+  // The predictions as the model gives them, memory planned where it is (below); each decision
+  // starts from them, as deciding widens some in place.
+  std::vector<std::vector<TargetPrediction>> given =
+      model.predict(x.data(), out.pool.size(), batch.data(), &families);
   FeasibilityOptions options;
   options.coverage = model.coverage();
   options.safe = request.safe;
-  out.assessed.resize(out.pool.size());
-  for (std::size_t i = 0; i < out.pool.size(); ++i) {
+  // Decides row i from `given`: measured values in place of its predictions, then its budgets.
+  if (measured != nullptr) out.measured.assign(out.pool.size(), false);
+  out.predictions.assign(given.size(), std::vector<TargetPrediction>(out.pool.size()));
+  out.assessed.assign(out.pool.size(), Feasibility{});
+  const auto decide_row = [&](std::size_t i) {
+    for (std::size_t t = 0; t < given.size(); ++t) out.predictions[t][i] = given[t][i];
+    if (measured != nullptr) {
+      // What is measured is known: its values replace the predictions, as points.
+      if (const auto found = measured->find(out.pool[i].key); found != measured->end()) {
+        for (std::size_t t = 0; t < model.targets().size(); ++t) {
+          const auto target = parse_target(model.targets()[t].name);
+          if (!target || !out.predictions[t][i].available) continue;
+          if (const auto& v = found->second[static_cast<std::size_t>(*target)]) {
+            out.predictions[t][i] = {true, "", *v, *v, *v};
+            out.measured[i] = true;
+          }
+        }
+      }
+    }
     // A measured candidate's values are known, wherever it lies.
     DomainJudgement domain = out.pool[i].domain;
     if (!out.measured.empty() && out.measured[i]) domain = DomainJudgement{};
@@ -679,15 +683,81 @@ ScreenResult screen(const Predictor& model, const Predictor* stage1, const Candi
         }
       }
     }
-    if (out.assessed[i].feasible) out.feasible.push_back(i);
+  };
+  // Decides `rows` (all when null) again, then the feasible set and the front.
+  const auto decide = [&](const std::vector<std::size_t>* rows) {
+    if (rows == nullptr) {
+      for (std::size_t i = 0; i < out.pool.size(); ++i) decide_row(i);
+    } else {
+      for (std::size_t i : *rows) decide_row(i);
+    }
+    out.feasible.clear();
+    for (std::size_t i = 0; i < out.pool.size(); ++i) {
+      if (out.assessed[i].feasible) out.feasible.push_back(i);
+    }
+    std::vector<ObjectiveValues> values;
+    values.reserve(out.feasible.size());
+    for (std::size_t i : out.feasible) values.push_back(out.objective_values(i));
+    out.front = pareto_front(values, out.objectives());
+  };
+
+  // Memory from the engine's own plan where this machine runs the model's engine: exact. At
+  // about a millisecond a configuration, only where it can change the answer: the candidates a
+  // memory budget's limit lies within the interval of, then the front's members, again until
+  // the front is all planned (planning moves members in and out of it).
+  std::string no_plan;
+  const std::unique_ptr<EngineMemoryPlanner> planner =
+      out.pool.empty() ? nullptr : EngineMemoryPlanner::for_model(model, &no_plan);
+  std::vector<bool> planned(out.pool.size(), false);
+  std::size_t asked = 0;
+  std::vector<std::size_t> which;  // the rows the last plan() planned
+  const auto plan = [&](const std::vector<std::size_t>& rows) {
+    which.clear();
+    std::vector<Config> configs;
+    for (std::size_t i : rows) {
+      if (planned[i] || asked >= kMostPlannedConfigurations) continue;
+      planned[i] = true;
+      ++asked;
+      which.push_back(i);
+      configs.push_back(parse_key(out.pool[i].key));
+    }
+    if (which.empty()) return false;
+    std::vector<std::vector<TargetPrediction>> part(given.size());
+    for (std::size_t t = 0; t < given.size(); ++t) {
+      for (std::size_t i : which) part[t].push_back(given[t][i]);
+    }
+    out.counts.memory_planned += planner->apply(configs, part);
+    for (std::size_t t = 0; t < given.size(); ++t) {
+      for (std::size_t k = 0; k < which.size(); ++k) given[t][which[k]] = part[t][k];
+    }
+    return true;
+  };
+  if (planner) {
+    out.memory_engine = planner->engine();
+    const std::size_t memory = target_index(model, Target::kMemory);
+    std::vector<std::size_t> deciding;
+    for (std::size_t i = 0; i < out.pool.size(); ++i) {
+      const TargetPrediction& p = given[memory][i];
+      for (const Budget& budget : request.budgets) {
+        if (budget.target == Target::kMemory && p.available && p.low <= budget.limit &&
+            budget.limit < p.high) {
+          deciding.push_back(i);
+          break;
+        }
+      }
+    }
+    plan(deciding);
   }
+  decide(nullptr);
+  const auto front_members = [&] {
+    std::vector<std::size_t> members;
+    for (std::size_t f : out.front) members.push_back(out.feasible[f]);
+    return members;
+  };
+  while (planner && plan(front_members())) decide(&which);
   if (out.feasible.empty() && !request.budgets.empty()) pass.throw_infeasible(screened);
-  std::vector<ObjectiveValues> values;
-  values.reserve(out.feasible.size());
-  for (std::size_t i : out.feasible) values.push_back(out.objective_values(i));
-  out.front = pareto_front(values, out.objectives());
   std::vector<ObjectiveValues> front_values;
-  for (std::size_t f : out.front) front_values.push_back(values[f]);
+  for (std::size_t f : out.front) front_values.push_back(out.objective_values(out.feasible[f]));
   out.ranked = rank_front(front_values, out.objectives(), out.rank);
   return out;
 }
@@ -767,9 +837,11 @@ json screen_result_json(const ScreenResult& result, const std::vector<std::strin
             {"outside_training_domain", n.outside_domain},
             {"excluded_outside_training_domain", n.excluded_outside_domain},
             {"stage2_scored", result.pool.size()},
+            {"stage2_memory_planned", n.memory_planned},
             {"feasible", result.feasible.size()},
             {"front", result.front.size()}}},
           {"first_outside_domain", result.first_outside},
+          {"memory_engine", result.memory_engine},
           {"candidates", candidates}};
 }
 
@@ -826,6 +898,9 @@ ScreenResult screen_result_from_json(const json& j, const std::string& origin) {
     r.counts.excluded_outside_domain =
         n.at("excluded_outside_training_domain").get<std::uint64_t>();
     r.first_outside = j.at("first_outside_domain").get<std::string>();
+    // Results of carbs before stage 2 planned memory have neither.
+    r.counts.memory_planned = n.value("stage2_memory_planned", std::uint64_t{0});
+    r.memory_engine = j.value("memory_engine", std::string());
     r.predictions.assign(r.targets.size(), {});
     std::vector<std::pair<std::size_t, std::size_t>> ranks;  // (rank, pool index)
     for (const json& c : j.at("candidates")) {

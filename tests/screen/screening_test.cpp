@@ -12,10 +12,12 @@
 #include <set>
 #include <tuple>
 
+#include "carb/backend.hpp"
 #include "carb/error.hpp"
 #include "carb/graph.hpp"
 #include "carb/model.hpp"
 #include "carb/screening.hpp"
+#include "carb/telemetry.hpp"
 
 namespace carb {
 namespace {
@@ -57,21 +59,27 @@ Dataset known_dataset(const std::vector<Config>& configs) {
 class Screening : public testing::Test {
  protected:
   static void SetUpTestSuite() {
-    space = new Space(Space::from_file(std::string(CARB_SOURCE_DIR) +
-                                       "/examples/spaces/cpu-demo.yaml"));
+    space = new Space(
+        Space::from_file(std::string(CARB_SOURCE_DIR) + "/examples/spaces/cpu-demo.yaml"));
+    model = new Predictor(Predictor::fit(known_dataset(fitted_configs()), fit_options(), nullptr));
+  }
+  // The 500 configurations the model is fitted on.
+  static std::vector<Config> fitted_configs() {
     SpaceFeatures features(*space);
     std::vector<Config> configs;
-    for (std::uint64_t index :
-         sample_random(*space, 500, 3, [&](std::uint64_t i) {
+    for (std::uint64_t index : sample_random(*space, 500, 3, [&](std::uint64_t i) {
            return features.violated_constraint(i).empty();
          })) {
       configs.push_back(space->at(index));
     }
+    return configs;
+  }
+  static FitOptions fit_options() {
     FitOptions options;
     options.threads = 1;
     options.forest_trees = 16;
     options.baselines = false;
-    model = new Predictor(Predictor::fit(known_dataset(configs), options, nullptr));
+    return options;
   }
   static void TearDownTestSuite() {
     delete model;
@@ -109,8 +117,7 @@ TEST_F(Screening, CheckRequestFillsTheCostsTheModelPredicts) {
     ADD_FAILURE() << "a budget on energy, which the model cannot predict";
   } catch (const Error& error) {
     EXPECT_EQ(error.category(), ErrorCategory::kInput);
-    EXPECT_NE(std::string(error.what()).find("test: no energy"), std::string::npos)
-        << error.what();
+    EXPECT_NE(std::string(error.what()).find("test: no energy"), std::string::npos) << error.what();
   }
 }
 
@@ -218,8 +225,7 @@ TEST_F(Screening, TheValueCostFrontIsNonDominatedWithinBudgetAndRankedByValue) {
   const std::size_t best = result.ranked_pool_index(0);
   const Config config = parse_key(result.pool[best].key);
   const Features features = compute_features(build_network(config));
-  EXPECT_NEAR(*result.pool[best].value,
-              static_cast<double>(features.macs) / config.batch,
+  EXPECT_NEAR(*result.pool[best].value, static_cast<double>(features.macs) / config.batch,
               1e-5 * static_cast<double>(features.macs) / config.batch);
   // The most capable network within budget is not the cheapest: it is the largest that fits.
   const std::size_t last = result.ranked_pool_index(result.ranked.size() - 1);
@@ -239,6 +245,76 @@ TEST_F(Screening, WithoutAValueTheFrontIsOverCostsAndRankedByTheIdeal) {
   EXPECT_EQ(result.objectives(), 2U);
   EXPECT_EQ(result.rank, RankMethod::kIdeal);
   for (const ScreenCandidate& c : result.pool) EXPECT_FALSE(c.value.has_value());
+}
+
+// A model of this machine's CPU engine: stage 2 takes memory from the engine's own plan for
+// the candidates whose memory interval holds the budget and for the whole front, so the front is
+// decided on exact memory; a model of another device (the suite's) plans none.
+TEST_F(Screening, WhereThisMachineRunsTheEngineTheFrontsMemoryIsItsPlan) {
+  const std::unique_ptr<Backend> backend = make_backend_for("cpu");
+  ASSERT_FALSE(backend->devices().empty());
+  const Device& device = *backend->devices().front();
+  Dataset data = known_dataset(fitted_configs());
+  data.device_fingerprint =
+      device_fingerprint(read_host_info()) + "|" + engine_fingerprint(device.info());
+  const Predictor here = Predictor::fit(data, fit_options(), nullptr);
+  CandidateSet all;
+  all.space = space;
+  // A memory budget at the median of what the model says of the candidates under a latency
+  // budget alone, so that it lies within many of their intervals.
+  ScreenRequest latency_only = request("latency<=20ms");
+  check_request(here, nullptr, latency_only);
+  std::vector<double> memories;
+  for (const ScreenCandidate& c : screen(here, nullptr, all, latency_only).pool) {
+    memories.push_back(here.predict(c.x.data(), 1, &c.batch)[0][0].value);
+  }
+  std::nth_element(memories.begin(), memories.begin() + memories.size() / 2, memories.end());
+  const std::string budgets =
+      "latency<=20ms,memory<=" + std::to_string(std::llround(memories[memories.size() / 2])) + "B";
+  const Budget budget = parse_budgets(budgets).back();
+  ScreenRequest r = request(budgets);
+  check_request(here, nullptr, r);
+  const ScreenResult result = screen(here, nullptr, all, r);
+  EXPECT_EQ(result.memory_engine, engine_fingerprint(device.info()));
+  ASSERT_FALSE(result.front.empty());
+  std::size_t exact = 0;
+  for (std::size_t f : result.front) {
+    const std::size_t i = result.feasible[f];
+    const TargetPrediction& memory = result.predictions[0][i];
+    const auto plan = device.plan_memory(parse_key(result.pool[i].key));
+    ASSERT_TRUE(plan.has_value());
+    EXPECT_EQ(memory.value, static_cast<double>(plan->peak_bytes)) << result.pool[i].key;
+    EXPECT_EQ(memory.low, memory.high);
+    EXPECT_LE(memory.value, budget.limit);
+    ++exact;
+  }
+  EXPECT_GE(result.counts.memory_planned, exact);
+  EXPECT_LT(result.counts.memory_planned, result.pool.size()) << "not the whole pool";
+  // Every candidate whose memory interval, as the model gives it, held the budget's limit was
+  // planned: its memory is the plan, and it is feasible only if that fits.
+  std::size_t deciding = 0;
+  for (std::size_t i = 0; i < result.pool.size(); ++i) {
+    const ScreenCandidate& c = result.pool[i];
+    const TargetPrediction given = here.predict(c.x.data(), 1, &c.batch)[0][0];
+    if (!(given.low <= budget.limit && budget.limit < given.high)) continue;
+    ++deciding;
+    const auto plan = device.plan_memory(parse_key(c.key));
+    ASSERT_TRUE(plan.has_value());
+    const auto planned = static_cast<double>(plan->peak_bytes);
+    EXPECT_EQ(result.predictions[0][i].value, planned) << c.key;
+    if (planned > budget.limit) EXPECT_FALSE(result.assessed[i].feasible) << c.key;
+  }
+  EXPECT_GT(deciding, 0U) << "the budget lies within some candidates' intervals";
+  // Kept in the result file.
+  const ScreenResult back = screen_result_from_json(
+      nlohmann::json::parse(screen_result_json(result, here.feature_names()).dump()), "r.json");
+  EXPECT_EQ(back.counts.memory_planned, result.counts.memory_planned);
+  EXPECT_EQ(back.memory_engine, result.memory_engine);
+  // The suite's model is of a made-up device: nothing planned.
+  const ScreenResult elsewhere =
+      screen(*model, nullptr, all, request("latency<=20ms,memory<=40MiB"));
+  EXPECT_EQ(elsewhere.counts.memory_planned, 0U);
+  EXPECT_EQ(elsewhere.memory_engine, "");
 }
 
 // Outside the training domain: excluded by default, kept with wider intervals by widen, kept as
@@ -276,8 +352,9 @@ TEST_F(Screening, TheDomainGuardExcludesWidensOrAllows) {
   ASSERT_EQ(widened.pool.size(), 5U);
   const std::size_t latency = 2;  // memory, energy, latency
   for (std::size_t i = 0; i < widened.pool.size(); ++i) {
-    const auto at = std::find_if(allowed.pool.begin(), allowed.pool.end(),
-                                 [&](const ScreenCandidate& c) { return c.key == widened.pool[i].key; });
+    const auto at =
+        std::find_if(allowed.pool.begin(), allowed.pool.end(),
+                     [&](const ScreenCandidate& c) { return c.key == widened.pool[i].key; });
     const std::size_t j = static_cast<std::size_t>(at - allowed.pool.begin());
     const TargetPrediction& wide = widened.predictions[latency][i];
     const TargetPrediction& plain = allowed.predictions[latency][j];
@@ -362,7 +439,8 @@ TEST(ValueFile, BadFilesAreOneLineWithTheirPlace) {
             path + ":2:2: 'nan' is not a number");
   EXPECT_EQ(error_of("key,top1\nbasic18_w0.5_ds_r64_b1_fp32,1\n", "top5"),
             path + ":1:1: no column 'top5' (it has: key, top1)");
-  EXPECT_EQ(error_of("name,top1\nx,1\n", "top1"), path + ":1:1: no column 'key' (it has: name, top1)");
+  EXPECT_EQ(error_of("name,top1\nx,1\n", "top1"),
+            path + ":1:1: no column 'key' (it has: name, top1)");
   EXPECT_EQ(error_of("key,top1\nresnet,1\n", "top1"),
             path + ":2:1: 'resnet' is neither a configuration key nor a network key");
   EXPECT_EQ(error_of("key,top1\nbasic18_w0.5_ds_r64,1\nbasic18_w0.5_ds_r64,2\n", "top1"),
@@ -386,7 +464,8 @@ TEST_F(Screening, TheResultFileRoundTrips) {
   EXPECT_EQ(back.feasible, result.feasible);
   ASSERT_EQ(back.ranked.size(), result.ranked.size());
   for (std::size_t r = 0; r < result.ranked.size(); ++r) {
-    EXPECT_EQ(back.pool[back.ranked_pool_index(r)].key, result.pool[result.ranked_pool_index(r)].key);
+    EXPECT_EQ(back.pool[back.ranked_pool_index(r)].key,
+              result.pool[result.ranked_pool_index(r)].key);
   }
   for (std::size_t i = 0; i < result.pool.size(); ++i) {
     EXPECT_EQ(back.pool[i].value, result.pool[i].value);
