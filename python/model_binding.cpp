@@ -317,6 +317,49 @@ void bind_model(py::module_& m) {
       py::arg("db"), py::arg("device"), py::arg("drift"), py::arg("instance"), py::arg("options"));
 
   m.def(
+      "transfer_store",
+      [](const ModelPtr& source, const std::string& db, const std::string& device,
+         const std::string& drift, const std::string& instance, std::uint64_t seed, double coverage,
+         int threads) {
+        if (source->schema() != kArchitectureSchema) {
+          throw Error(ErrorCategory::kInput,
+                      "the source model was fitted on a table; a transfer needs a model of "
+                      "carb's measurements");
+        }
+        const DriftMode mode = drift_of(drift);
+        const Dataset data = without_gil([&] {
+          return dataset_from_store(Store::open(db), device, mode, std::nullopt, instance);
+        });
+        if (data.rows() == 0) {
+          throw Error(ErrorCategory::kInput, db + " has no successful measurements of " +
+                                                 data.device_name + " to transfer to");
+        }
+        TransferOptions options;
+        options.seed = seed;
+        options.coverage = coverage;
+        options.threads = threads;
+        TransferReport report;
+        auto model = std::make_shared<Predictor>(
+            without_gil([&] { return transfer_fit(*source, data, options, &report); }));
+        py::list targets;
+        for (const TransferTargetReport& t : report.targets) {
+          py::dict cv;
+          for (const auto& [name, mape] : t.cv_mape) cv[py::str(name)] = mape;
+          targets.append(py::dict(py::arg("target") = t.target, py::arg("available") = t.available,
+                                  py::arg("reason") = t.reason, py::arg("method") = t.method,
+                                  py::arg("why") = t.why, py::arg("cv_mape_pct") = cv,
+                                  py::arg("rows") = t.rows, py::arg("folds") = t.folds,
+                                  py::arg("interval") = t.interval));
+        }
+        py::dict transfer(py::arg("source") = report.source_device, py::arg("targets") = targets,
+                          py::arg("notes") = report.notes,
+                          py::arg("fit_seconds") = report.fit_seconds);
+        return py::make_tuple(model, transfer, dataset_dict(data));
+      },
+      py::arg("source"), py::arg("db"), py::arg("device"), py::arg("drift"), py::arg("instance"),
+      py::arg("seed"), py::arg("coverage"), py::arg("threads"));
+
+  m.def(
       "fit_measured",
       [](const std::vector<std::string>& keys, const std::vector<double>& latency_ms,
          const std::vector<double>& memory_bytes, const std::vector<double>& energy_j,

@@ -261,6 +261,9 @@ class Model:
         self._handle = handle
         self.path = path
         self.data = data
+        #: After ``fit(source=...)``: per target, the correction chosen and why (``carb fit
+        #: --from``'s report); None otherwise.
+        self.transfer: Optional[Dict[str, Any]] = None
 
     @classmethod
     def load(cls, path: PathLike) -> "Model":
@@ -476,8 +479,13 @@ def fit(data: Any = None, *, db: Optional[PathLike] = None, device: str = "",
         threads: Optional[int] = None, learning_rate: Optional[float] = None,
         forest_trees: Optional[int] = None, fixed_rounds: Optional[int] = None,
         leave_low_batch_out: Optional[bool] = None,
-        baselines: Optional[bool] = None) -> Model:
+        baselines: Optional[bool] = None, source: Optional["Model"] = None) -> Model:
     """Fits the CARB predictor (``carb fit``; docs/model.md).
+
+    With ``source`` (a model of another device, or of the families it saw), the database's
+    device is fitted from it and the database's rows (``carb fit --from``; docs/model.md,
+    "Transfer"): ``seed``, ``coverage`` and ``threads`` apply, the model's ``transfer`` says
+    which correction each target got and why.
 
     From a database: ``fit(db="runs.sqlite")`` (or ``fit("runs.sqlite")``), with ``device``,
     ``drift`` (auto, on, off) and ``instance`` as ``carb fit`` takes them. From a DataFrame of
@@ -495,6 +503,18 @@ def fit(data: Any = None, *, db: Optional[PathLike] = None, device: str = "",
         db, data = data, None
     if (db is None) == (data is None):
         raise _input_error("give either a database (db=) or a DataFrame")
+    if source is not None:
+        if db is None:
+            raise _input_error("a transfer (source=) fits a database's device: give db=",
+                               "source")
+        handle, transfer, info = _carb.transfer_store(
+            source._handle, _os.fspath(db), device, drift, instance,
+            options.seed, options.coverage, options.threads)
+        model = Model(handle, data=info)
+        model.transfer = transfer
+        if output is not None:
+            model.save(output)
+        return model
     if db is not None:
         handle, _, info = _carb.fit_store(_os.fspath(db), device, drift, instance, options)
     elif not isinstance(data, pd.DataFrame):

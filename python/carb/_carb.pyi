@@ -98,6 +98,8 @@ class Model:
 
 def fit_store(db: str, device: str, drift: str, instance: str,
               options: FitOptions) -> Tuple[Model, Dict[str, Any], Dict[str, Any]]: ...
+def transfer_store(source: Model, db: str, device: str, drift: str, instance: str, seed: int,
+                   coverage: float, threads: int) -> Tuple[Model, Dict[str, Any], Dict[str, Any]]: ...
 def fit_measured(keys: Sequence[str], latency_ms: Sequence[float], memory_bytes: Sequence[float],
                  energy_j: Sequence[float], energy_null_reason: Sequence[str],
                  finished_at: Sequence[str], instance: Sequence[str], fingerprint: str, name: str,

@@ -172,6 +172,37 @@ def test_a_models_properties_are_its_files(cli_model):
     assert "AMD EPYC" in repr(model)
 
 
+def test_a_transfer_is_carb_fit_from(reference_db, cli_model, tmp_path):
+    """fit(source=...) is `carb fit --from`: the same model file, and the same choice and why."""
+    import sqlite3
+    import shutil
+    few = tmp_path / "few.sqlite"
+    shutil.copy(reference_db, few)
+    with sqlite3.connect(few) as db:  # 40 configurations of the campaign: a quick transfer
+        db.execute("PRAGMA foreign_keys = ON")
+        db.execute("DELETE FROM measurements WHERE configuration_key NOT IN (SELECT DISTINCT "
+                   "configuration_key FROM measurements ORDER BY configuration_key LIMIT 40)")
+    cli_file = tmp_path / "cli-transfer.json"
+    cli = cli_json("fit", "--from", cli_model, "--db", few, "-o", cli_file, "--threads", "1",
+                   "--drift", "off", "--format", "json")
+    model = carb.fit(db=few, source=carb.load_model(cli_model), drift="off", threads=1,
+                     output=tmp_path / "py-transfer.json")
+    assert model.transferred and model.data["rows"] == 40
+    ours_file = json.loads((tmp_path / "py-transfer.json").read_text())
+    assert ours_file["transfer"] == json.loads(cli_file.read_text())["transfer"]
+    latency = [t for t in model.transfer["targets"] if t["target"] == "latency"][0]
+    theirs = [t for t in cli["targets"] if t["target"] == "latency"][0]
+    assert latency["method"] == theirs["method"] and latency["why"] == theirs["why"]
+    assert latency["rows"] == 40
+    assert set(latency["cv_mape_pct"]) == set(theirs["cv_mape"])
+    assert model.transfer["notes"] == cli["notes"]
+    pd.testing.assert_frame_equal(model.predict(KEYS), carb.load_model(cli_file).predict(KEYS))
+    # A transfer fits a database's device.
+    with pytest.raises(carb.InputError) as raised:
+        carb.fit(carb.measurements(few), source=carb.load_model(cli_model))
+    assert raised.value.subject == "source"
+
+
 def test_model_errors_are_the_command_lines(tmp_path, cli_model):
     not_a_model = tmp_path / "not-a-model.json"
     not_a_model.write_text('{"format": "something else"}')
