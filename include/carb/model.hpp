@@ -553,6 +553,9 @@ class EngineMemoryPlanner {
   /// configuration the engine does not support keeps the model's. Returns how many it planned.
   std::size_t apply(const std::vector<Config>& configs,
                     std::vector<std::vector<TargetPrediction>>& predictions) const;
+  /// The same for some rows only: each (row of `predictions`, its configuration).
+  std::size_t apply(const std::vector<std::pair<std::size_t, Config>>& rows,
+                    std::vector<std::vector<TargetPrediction>>& predictions) const;
   /// The engine it plans for (engine_part of the model's fingerprint).
   const std::string& engine() const;
 

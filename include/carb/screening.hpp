@@ -113,6 +113,12 @@ bool meets(const std::vector<Budget>& budgets, const MeasuredValues& values);
 [[nodiscard]] std::map<std::string, MeasuredValues> measured_by_key(const Store& store,
                                                                     const std::string& device);
 
+/// The rows of `memory` (a model's memory predictions) whose interval holds a memory budget's
+/// limit: where the engine's own plan can change a budget decision, so screening (stage 2) and
+/// validate's budget classification plan them (EngineMemoryPlanner).
+[[nodiscard]] std::vector<std::size_t> memory_deciding_rows(
+    const std::vector<Budget>& budgets, const std::vector<TargetPrediction>& memory);
+
 /// The index of a target in a predictor's targets, or npos.
 std::size_t target_index(const Predictor& predictor, Target target);
 

@@ -63,14 +63,25 @@ const std::string& EngineMemoryPlanner::engine() const { return state_->engine; 
 std::size_t EngineMemoryPlanner::apply(
     const std::vector<Config>& configs,
     std::vector<std::vector<TargetPrediction>>& predictions) const {
+  CARB_CHECK(predictions.at(state_->memory_target).size() == configs.size(),
+             "one memory prediction per configuration");
+  std::vector<std::pair<std::size_t, Config>> rows;
+  rows.reserve(configs.size());
+  for (std::size_t i = 0; i < configs.size(); ++i) rows.emplace_back(i, configs[i]);
+  return apply(rows, predictions);
+}
+
+std::size_t EngineMemoryPlanner::apply(
+    const std::vector<std::pair<std::size_t, Config>>& rows,
+    std::vector<std::vector<TargetPrediction>>& predictions) const {
   std::vector<TargetPrediction>& memory = predictions.at(state_->memory_target);
-  CARB_CHECK(memory.size() == configs.size(), "one memory prediction per configuration");
   std::size_t planned = 0;
-  for (std::size_t i = 0; i < configs.size(); ++i) {
-    if (!state_->device->supports(configs[i]).supported) continue;
-    const std::optional<MemoryUsage> usage = state_->device->plan_memory(configs[i]);
+  for (const auto& [row, config] : rows) {
+    CARB_CHECK(row < memory.size(), "a row of the predictions");
+    if (!state_->device->supports(config).supported) continue;
+    const std::optional<MemoryUsage> usage = state_->device->plan_memory(config);
     if (!usage) continue;
-    TargetPrediction& p = memory[i];
+    TargetPrediction& p = memory[row];
     p.available = true;
     p.reason.clear();
     p.value = p.low = p.high = static_cast<double>(usage->peak_bytes);

@@ -366,6 +366,22 @@ ScreenRequest screen_request(const ScreenOptions& options, const Predictor& mode
   return request;
 }
 
+std::vector<std::size_t> memory_deciding_rows(const std::vector<Budget>& budgets,
+                                              const std::vector<TargetPrediction>& memory) {
+  std::vector<std::size_t> rows;
+  for (std::size_t i = 0; i < memory.size(); ++i) {
+    const TargetPrediction& p = memory[i];
+    for (const Budget& budget : budgets) {
+      if (budget.target == Target::kMemory && p.available && p.low <= budget.limit &&
+          budget.limit < p.high) {
+        rows.push_back(i);
+        break;
+      }
+    }
+  }
+  return rows;
+}
+
 Feasibility decide_budgets(const std::vector<Budget>& budgets, TargetPredictions& predictions,
                            const DomainJudgement& domain, DomainPolicy policy,
                            FeasibilityOptions options) {
@@ -713,40 +729,21 @@ ScreenResult screen(const Predictor& model, const Predictor* stage1, const Candi
   std::vector<std::size_t> which;  // the rows the last plan() planned
   const auto plan = [&](const std::vector<std::size_t>& rows) {
     which.clear();
-    std::vector<Config> configs;
+    std::vector<std::pair<std::size_t, Config>> configs;
     for (std::size_t i : rows) {
       if (planned[i] || asked >= kMostPlannedConfigurations) continue;
       planned[i] = true;
       ++asked;
       which.push_back(i);
-      configs.push_back(parse_key(out.pool[i].key));
+      configs.emplace_back(i, parse_key(out.pool[i].key));
     }
     if (which.empty()) return false;
-    std::vector<std::vector<TargetPrediction>> part(given.size());
-    for (std::size_t t = 0; t < given.size(); ++t) {
-      for (std::size_t i : which) part[t].push_back(given[t][i]);
-    }
-    out.counts.memory_planned += planner->apply(configs, part);
-    for (std::size_t t = 0; t < given.size(); ++t) {
-      for (std::size_t k = 0; k < which.size(); ++k) given[t][which[k]] = part[t][k];
-    }
+    out.counts.memory_planned += planner->apply(configs, given);
     return true;
   };
   if (planner) {
     out.memory_engine = planner->engine();
-    const std::size_t memory = target_index(model, Target::kMemory);
-    std::vector<std::size_t> deciding;
-    for (std::size_t i = 0; i < out.pool.size(); ++i) {
-      const TargetPrediction& p = given[memory][i];
-      for (const Budget& budget : request.budgets) {
-        if (budget.target == Target::kMemory && p.available && p.low <= budget.limit &&
-            budget.limit < p.high) {
-          deciding.push_back(i);
-          break;
-        }
-      }
-    }
-    plan(deciding);
+    plan(memory_deciding_rows(request.budgets, given[target_index(model, Target::kMemory)]));
   }
   decide(nullptr);
   const auto front_members = [&] {

@@ -317,6 +317,12 @@ TEST_F(ModelCli, ScreensToAParetoShortlistAndValidatesItOnMeasurements) {
             std::string::npos)
       << validate.out;
   EXPECT_NE(validate.out.find("shortlist recall"), std::string::npos) << validate.out;
+  // Validate's classification plans memory only where screening does: on a machine that runs
+  // the model's engine.
+  if (validate.out.find("as screening takes it") != std::string::npos) {
+    EXPECT_NE(screen.out.find("from the engine's own plan on this machine"), std::string::npos)
+        << screen.out;
+  }
 
   CommandResult bad =
       run("screen --model " + model + " --keys " + keys + " --budget 'latency<=5Jz'");

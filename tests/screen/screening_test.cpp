@@ -317,6 +317,19 @@ TEST_F(Screening, WhereThisMachineRunsTheEngineTheFrontsMemoryIsItsPlan) {
   EXPECT_EQ(elsewhere.memory_engine, "");
 }
 
+// Where the plan can change a decision: a memory interval that holds a memory budget's limit
+// (its upper end above it, its lower end at or below it); other budgets do not count.
+TEST(MemoryDecidingRows, AreThoseWhoseIntervalHoldsAMemoryLimit) {
+  const std::vector<Budget> budgets = parse_budgets("latency<=2ms,memory<=100B");
+  const auto p = [](double low, double value, double high) {
+    return TargetPrediction{true, "", value, low, high};
+  };
+  std::vector<TargetPrediction> memory = {p(50, 80, 99),    p(90, 99, 110), p(100, 120, 130),
+                                          p(101, 120, 130), p(10, 20, 100), TargetPrediction{}};
+  EXPECT_EQ(memory_deciding_rows(budgets, memory), (std::vector<std::size_t>{1, 2}));
+  EXPECT_TRUE(memory_deciding_rows(parse_budgets("latency<=2ms"), memory).empty());
+}
+
 // Outside the training domain: excluded by default, kept with wider intervals by widen, kept as
 // predicted by allow.
 TEST_F(Screening, TheDomainGuardExcludesWidensOrAllows) {
