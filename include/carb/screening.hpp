@@ -118,6 +118,14 @@ bool meets(const std::vector<Budget>& budgets, const MeasuredValues& values);
 /// validate's budget classification plan them (EngineMemoryPlanner).
 [[nodiscard]] std::vector<std::size_t> memory_deciding_rows(
     const std::vector<Budget>& budgets, const std::vector<TargetPrediction>& memory);
+/// Where this machine runs `model`'s engine, replaces the memory predictions of `configs`'
+/// memory_deciding_rows (`predictions` as Predictor::predict returns them for `configs`; at most
+/// kMostPlannedConfigurations rows) by the engine's own plan, as screening's stage 2 does.
+/// Returns how many it planned, and the engine in `engine` when any.
+std::size_t plan_deciding_memory(const Predictor& model, const std::vector<Budget>& budgets,
+                                 const std::vector<Config>& configs,
+                                 std::vector<std::vector<TargetPrediction>>& predictions,
+                                 std::string* engine);
 
 /// The index of a target in a predictor's targets, or npos.
 std::size_t target_index(const Predictor& predictor, Target target);

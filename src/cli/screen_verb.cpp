@@ -521,20 +521,12 @@ void run_validate(const ValidateCommand& command) {
     // Memory from the engine's own plan where screening would take it: where this machine runs
     // the model's engine, for the configurations a memory budget's limit lies within the
     // interval of.
-    std::string no_plan;
-    if (const auto planner = EngineMemoryPlanner::for_model(model, &no_plan)) {
-      std::vector<std::pair<std::size_t, Config>> deciding;
-      for (std::size_t i :
-           memory_deciding_rows(budgets, predictions[target_index(model, Target::kMemory)])) {
-        if (deciding.size() < kMostPlannedConfigurations) deciding.emplace_back(i, configs[i]);
-      }
-      const std::size_t planned = planner->apply(deciding, predictions);
-      if (planned > 0) {
-        std::cerr << "note: memory of " << planned << " of " << configs.size()
-                  << " configurations is the engine's own plan on this machine ("
-                  << planner->engine() << "), as screening takes it: those whose interval held "
-                  << "a memory budget\n";
-      }
+    std::string engine;
+    if (const std::size_t planned =
+            plan_deciding_memory(model, budgets, configs, predictions, &engine)) {
+      std::cerr << "note: memory of " << planned << " of " << configs.size()
+                << " configurations is the engine's own plan on this machine (" << engine
+                << "), as screening takes it: those whose interval held a memory budget\n";
     }
     FeasibilityOptions options;
     options.coverage = model.coverage();

@@ -382,6 +382,24 @@ std::vector<std::size_t> memory_deciding_rows(const std::vector<Budget>& budgets
   return rows;
 }
 
+std::size_t plan_deciding_memory(const Predictor& model, const std::vector<Budget>& budgets,
+                                 const std::vector<Config>& configs,
+                                 std::vector<std::vector<TargetPrediction>>& predictions,
+                                 std::string* engine) {
+  std::string no_plan;
+  const std::unique_ptr<EngineMemoryPlanner> planner =
+      EngineMemoryPlanner::for_model(model, &no_plan);
+  if (!planner) return 0;
+  std::vector<std::pair<std::size_t, Config>> deciding;
+  for (std::size_t i :
+       memory_deciding_rows(budgets, predictions[target_index(model, Target::kMemory)])) {
+    if (deciding.size() < kMostPlannedConfigurations) deciding.emplace_back(i, configs.at(i));
+  }
+  const std::size_t planned = planner->apply(deciding, predictions);
+  if (planned > 0 && engine != nullptr) *engine = planner->engine();
+  return planned;
+}
+
 Feasibility decide_budgets(const std::vector<Budget>& budgets, TargetPredictions& predictions,
                            const DomainJudgement& domain, DomainPolicy policy,
                            FeasibilityOptions options) {

@@ -305,6 +305,31 @@ TEST_F(Screening, WhereThisMachineRunsTheEngineTheFrontsMemoryIsItsPlan) {
     if (planned > budget.limit) EXPECT_FALSE(result.assessed[i].feasible) << c.key;
   }
   EXPECT_GT(deciding, 0U) << "the budget lies within some candidates' intervals";
+  // Validate's classification plans the same rows (plan_deciding_memory), and only those.
+  std::vector<Config> pool_configs;
+  std::vector<float> x;
+  std::vector<int> batches;
+  for (const ScreenCandidate& c : result.pool) {
+    pool_configs.push_back(parse_key(c.key));
+    x.insert(x.end(), c.x.begin(), c.x.end());
+    batches.push_back(c.batch);
+  }
+  auto predictions = here.predict(x.data(), pool_configs.size(), batches.data());
+  const auto before = predictions;
+  std::string engine;
+  EXPECT_EQ(plan_deciding_memory(here, r.budgets, pool_configs, predictions, &engine), deciding);
+  EXPECT_EQ(engine, engine_fingerprint(device.info()));
+  std::size_t changed = 0;
+  for (std::size_t i = 0; i < pool_configs.size(); ++i) {
+    changed += predictions[0][i].low == predictions[0][i].high ? 1 : 0;
+    EXPECT_EQ(predictions[2][i].value, before[2][i].value) << "only memory";
+  }
+  EXPECT_EQ(changed, deciding);
+  auto elsewhere_predictions = model->predict(x.data(), pool_configs.size(), batches.data());
+  std::string none;
+  EXPECT_EQ(plan_deciding_memory(*model, r.budgets, pool_configs, elsewhere_predictions, &none),
+            0U);
+  EXPECT_EQ(none, "");
   // Kept in the result file.
   const ScreenResult back = screen_result_from_json(
       nlohmann::json::parse(screen_result_json(result, here.feature_names()).dump()), "r.json");
