@@ -16,7 +16,15 @@ PyTorch the torchvision model it was exported from, at 224 px, batches 1 and 8. 
 mkldnn path cannot run a model (an operator without an mkldnn kernel) its column says so and the
 NCHW path counts.
 
-Usage: bench/pytorch_compare.py BUILD_DIR [--seconds S] [--rounds R] [--zoo DIR [--only M,...]]
+With --device torch:0 carb's PyTorch backend (docs/torch.md: ATen's eager operators called from
+C++ over carb's IR) takes carb's engine's place, and the last column is its latency over PyTorch's
+NCHW path, the ATen operators it calls: what carb's PyTorch measurements say a torchvision model
+costs when a user runs it from Python. The backend pins glibc's malloc thresholds (docs/torch.md),
+so this script runs PyTorch with the same ones (MALLOC_MMAP_THRESHOLD_, MALLOC_TRIM_THRESHOLD_),
+as a long-running Python process converges to them.
+
+Usage: bench/pytorch_compare.py BUILD_DIR [--seconds S] [--rounds R] [--device ID]
+                                [--zoo DIR [--only M,...]]
 """
 import argparse
 import json
@@ -59,8 +67,9 @@ def time_torch(model, batch, resolution, seconds, layout):
     return statistics.median(samples)
 
 
-def time_carb(bench, key, seconds, onnx=None):
-    command = [bench, "--seconds", str(seconds)] + (["--onnx", onnx] if onnx else []) + [key]
+def time_carb(bench, key, seconds, onnx=None, device="cpu:0"):
+    command = [bench, "--device", device, "--seconds", str(seconds)] + \
+        (["--onnx", onnx] if onnx else []) + [key]
     out = subprocess.run(command, check=True, capture_output=True, text=True).stdout
     return json.loads(out.splitlines()[-1])["median_ms"]
 
@@ -99,14 +108,20 @@ def main():
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--zoo", help="directory of scripts/onnx_zoo.py's exports")
     parser.add_argument("--only", help="with --zoo: these models only (comma-separated)")
+    parser.add_argument("--device", default="cpu:0",
+                        help="carb's device: cpu:0 (its oneDNN engine) or torch:0")
     args = parser.parse_args()
+    torch_backend = args.device.startswith("torch")
+    pinned = {"MALLOC_MMAP_THRESHOLD_": str(32 << 20), "MALLOC_TRIM_THRESHOLD_": str(64 << 20)}
+    if torch_backend and any(os.environ.get(k) != v for k, v in pinned.items()):
+        os.execve(sys.executable, [sys.executable] + sys.argv, {**os.environ, **pinned})
     bench = os.path.join(args.build_dir, "bench", "bench_engine")
     threads = os.cpu_count()
     torch.set_num_threads(threads)
     print(f"torch {torch.__version__} (mkldnn {torch.backends.mkldnn.is_available()}), "
           f"{threads} threads; {args.rounds} rounds of {args.seconds} s each, alternating")
-    print(f"{'configuration':36} {'carb ms':>9} {'nchw ms':>9} {'cl ms':>9} {'mkldnn ms':>9} "
-          f"{'carb/best':>10}")
+    print(f"{'configuration':36} {args.device + ' ms':>11} {'nchw ms':>9} {'cl ms':>9} "
+          f"{'mkldnn ms':>9} {'/nchw' if torch_backend else '/best':>10}")
     ratios = []
     models = {}
     for label, name, resolution, batch, key, onnx in cases(args):
@@ -124,7 +139,7 @@ def main():
         model, channels_last, mkldnn_model = models[name]
         carb_ms, nchw_ms, cl_ms, mkldnn_ms = [], [], [], []
         for _ in range(args.rounds):
-            carb_ms.append(time_carb(bench, key, args.seconds, onnx))
+            carb_ms.append(time_carb(bench, key, args.seconds, onnx, args.device))
             nchw_ms.append(time_torch(model, batch, resolution, args.seconds, "nchw"))
             cl_ms.append(time_torch(channels_last, batch, resolution, args.seconds,
                                     "channels_last"))
@@ -133,12 +148,13 @@ def main():
                                             "mkldnn"))
         c, n, l = (statistics.median(v) for v in (carb_ms, nchw_ms, cl_ms))
         m = statistics.median(mkldnn_ms) if mkldnn_ms else float("inf")
-        best = min(n, l, m)
-        ratios.append(c / best)
+        against = n if torch_backend else min(n, l, m)
+        ratios.append(c / against)
         m_text = f"{m:9.3f}" if mkldnn_ms else f"{'-':>9}"
-        print(f"{label:36} {c:9.3f} {n:9.3f} {l:9.3f} {m_text} {c / best:10.3f}", flush=True)
-    print(f"geometric mean carb/best torch: {statistics.geometric_mean(ratios):.3f}; "
-          f"worst: {max(ratios):.3f}")
+        print(f"{label:36} {c:11.3f} {n:9.3f} {l:9.3f} {m_text} {c / against:10.3f}", flush=True)
+    what = f"{args.device}/torch nchw" if torch_backend else "carb/best torch"
+    print(f"geometric mean {what}: {statistics.geometric_mean(ratios):.3f}; "
+          f"range {min(ratios):.3f}-{max(ratios):.3f}")
     return 0
 
 

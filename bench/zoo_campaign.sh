@@ -4,7 +4,9 @@
 # batch norms kept (scripts/onnx_zoo.py, weights=None), measured on this machine's CPU engine at
 # 5 resolutions x 5 batches, beside a stratified sample of cpu-demo.yaml's ResNets measured on the
 # same host in the same run, so that one predictor sees both without pooling two hosts.
-#   bash bench/zoo_campaign.sh [out-dir (out/zoo)] [ResNet sample size (300)]
+#   [DEVICE=torch:0] bash bench/zoo_campaign.sh [out-dir (out/zoo)] [ResNet sample size (300)]
+# DEVICE measures on another device than carb's CPU engine (cpu:0): torch:0 is PyTorch's eager
+# operators (docs/torch.md).
 # Writes out-dir/zoo.sqlite (resumable: run it again to finish an interrupted campaign). A quiet
 # machine matters: latency on these VMs moves with anything else running.
 set -euo pipefail
@@ -12,6 +14,7 @@ cd "$(dirname "$0")/.."
 carb=${CARB:-build/src/cli/carb}
 out=${1:-out/zoo}
 resnets=${2:-300}
+device=${DEVICE:-cpu:0}
 exports=${ZOO_EXPORTS:-build/onnx-zoo}
 mkdir -p "$out"
 /usr/bin/python3 scripts/onnx_zoo.py "$exports" >/dev/null
@@ -34,7 +37,7 @@ families="mobilenet_v2 mobilenet_v3_large efficientnet_b0 regnet_x_400mf resnext
   echo "batch: [1, 2, 4, 8, 16]"
 } > "$out/zoo-vgg.yaml"
 db="$out/zoo.sqlite"
-$carb profile --spec examples/spaces/cpu-demo.yaml --sample "$resnets" --seed 1 \
-  --sampling stratified --db "$db"
-$carb profile --spec "$out/zoo.yaml" --db "$db"
-$carb profile --spec "$out/zoo-vgg.yaml" --db "$db"
+$carb profile --device "$device" --spec examples/spaces/cpu-demo.yaml --sample "$resnets" \
+  --seed 1 --sampling stratified --db "$db"
+$carb profile --device "$device" --spec "$out/zoo.yaml" --db "$db"
+$carb profile --device "$device" --spec "$out/zoo-vgg.yaml" --db "$db"

@@ -3,6 +3,7 @@
 // engine computes (tests/backends/conformance_test.cpp compares both with the float64 reference).
 #include <gtest/gtest.h>
 
+#include <malloc.h>
 #include <stdlib.h>
 
 #include <algorithm>
@@ -12,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "architectures.hpp"
 #include "carb/backend.hpp"
 #include "carb/error.hpp"
 #include "carb/graph.hpp"
@@ -46,6 +48,7 @@ TEST_F(TorchDeviceTest, IsAHostDeviceOfItsOwnEngine) {
   EXPECT_EQ(info.id, "torch:0");
   EXPECT_EQ(info.kind, "cpu");
   EXPECT_EQ(info.library.rfind("PyTorch 1.", 0), 0u) << info.library;
+  EXPECT_NE(info.library.find(", malloc 32/64 MiB)"), std::string::npos) << info.library;
   EXPECT_GE(info.threads, 1);
   // Its engine fingerprint is never the oneDNN engine's, so campaigns never pool the two.
   const auto cpu = make_backend_for("cpu");
@@ -106,7 +109,7 @@ TEST_F(TorchDeviceTest, MemoryIsItsParameterTensorsAndEagerPeakOfActivations) {
   std::int64_t running = 0;
   for (const Layer& layer : network.layers) {
     if (layer.kind == LayerKind::kBatchNorm) {
-      running += 2 * network.tensors[static_cast<std::size_t>(layer.output)].c;
+      running += std::int64_t{2} * network.tensors[static_cast<std::size_t>(layer.output)].c;
     }
   }
   const MemoryUsage usage = session->memory();
@@ -140,9 +143,68 @@ TEST_F(TorchDeviceTest, PlansTheMemoryItsSessionsHoldWithoutPreparingThem) {
   EXPECT_THROW(device_->plan_memory(parse_key("basic10_w0.25_ds_r32_b2_fp16_k10")), Error);
 }
 
+TEST_F(TorchDeviceTest, PreparingASessionPinsMallocSoALayersOutputComesFromTheHeap) {
+  // glibc's own start: blocks from 128 KiB on are mapped, and unmapped when freed.
+  ASSERT_EQ(::mallopt(M_MMAP_THRESHOLD, 128 << 10), 1);
+  const auto session = device_->prepare(parse_key("basic10_w0.25_ds_r32_b1_fp32_k10"), kSeed);
+  EXPECT_EQ(session->details().at("malloc"), "malloc 32/64 MiB");
+  // A 16 MiB tensor (a batch-8 MobileNet layer's output) now comes from the heap, so freeing it
+  // hands nothing back to the kernel for the next pass to fault in again.
+  const std::size_t mapped = ::mallinfo2().hblkhd;
+  void* block = std::malloc(std::size_t{16} << 20);
+  ASSERT_NE(block, nullptr);
+  EXPECT_EQ(::mallinfo2().hblkhd, mapped);
+  std::free(block);
+}
+
 TEST_F(TorchDeviceTest, ReadingBeforeAnyRunIsAnError) {
   const auto session = device_->prepare(parse_key("basic10_w0.25_ds_r32_b1_fp32_k10"), kSeed);
   EXPECT_THROW((void)session->read_output(), Error);
+}
+
+// Its output for `config` against the float64 reference's.
+double error_against_reference(const Device& device, const Config& config) {
+  const auto session = device.prepare(config, kSeed);
+  session->run();
+  const Network& network = session->network();
+  return testing::relative_error(
+      session->read_output(),
+      testing::reference_forward(network, kSeed, generate_input(network, kSeed)));
+}
+
+TEST_F(TorchDeviceTest, RunsImportedArchitecturesTheCpuEngineRefusesAsPyTorchDoes) {
+  // An average pool counting its padding whose ceil-mode window overhangs that padding: oneDNN
+  // has no such pooling, torch.nn.AvgPool2d does (the reference follows PyTorch's rule).
+  const Config overhang = testing::test_config("overhanging_average", 32, 2, Precision::kFp32);
+  EXPECT_TRUE(device_->supports(overhang).supported);
+  EXPECT_LE(error_against_reference(*device_, overhang), 1e-4);
+  // Every hand-built family, its kernels named after ATen's operators.
+  for (const testing::TestArchitecture& test : testing::test_architectures()) {
+    const Config config = testing::test_config(test.name, 32, 1, Precision::kFp32);
+    EXPECT_LE(error_against_reference(*device_, config), 1e-4) << test.name;
+  }
+  const auto session =
+      device_->prepare(testing::test_config("shufflenet_v2_58", 32, 1, Precision::kFp32), kSeed);
+  std::vector<std::string> operators;
+  for (const KernelInfo& kernel : session->kernels()) operators.push_back(kernel.implementation);
+  for (const char* op : {"aten::narrow", "aten::cat", "aten::channel_shuffle"}) {
+    EXPECT_NE(std::find(operators.begin(), operators.end(), op), operators.end()) << op;
+  }
+}
+
+TEST_F(TorchDeviceTest, NeverWritesInPlaceOverAViewWhoseStorageAnotherLayerStillReads) {
+  // A ReLU over a slice is in place in the IR (the slice has one reader), but ATen's slice is a
+  // view of `x`, which the concat reads after it: writing over the view would change `x`.
+  testing::ArchitectureBuilder b("relu_over_a_view");
+  const int x = b.conv(0, 8, 3, 1, 1, {.bias = true});
+  const int half = b.relu(b.slice(x, 0, 4));
+  b.fc(b.global_avg_pool(b.concat({half, x})), 4);
+  const Architecture architecture = b.finish();
+  register_architecture(architecture);
+  const Config config = imported_config(architecture, 16, 2, Precision::kFp32);
+  const Network network = build_network(config);
+  ASSERT_TRUE(network.layers[2].in_place);  // the ReLU: the case this test is about
+  EXPECT_LE(error_against_reference(*device_, config), 1e-4);
 }
 
 TEST(TorchDevice, AModuleThatCannotBeOpenedIsABackendWithoutDevicesThatSaysWhy) {

@@ -1,13 +1,17 @@
 // The PyTorch backend: carb's IR run by ATen's eager operators, one operator per IR layer, as
-// torchvision's ResNet forward() calls them (conv2d, batch_norm in eval, relu_ in place, add_ in
-// place for the residual sum, max_pool2d, adaptive_avg_pool2d, flatten and linear), under
-// c10::InferenceMode with autograd off. Parameters come from generate_layer_parameters, so the
-// output matches the float64 reference (tests/backends/conformance_test.cpp) and carb's engines.
+// torchvision's forward() methods call them (conv2d with groups and dilation, batch_norm in eval,
+// relu_/hardtanh_/hardswish_/silu_ in place, add_ in place for a residual sum, max_pool2d,
+// avg_pool2d, adaptive_avg_pool2d, sigmoid, hardsigmoid, mul, cat, a ShuffleNet's
+// view-transpose-view channel shuffle and its chunk as a narrowed view, flatten and linear), under
+// c10::InferenceMode with autograd off: carb's ResNets and imported architectures (docs/onnx.md)
+// alike. Parameters come from generate_layer_parameters, so the output matches the float64
+// reference (tests/backends/conformance_test.cpp) and carb's engines.
 #include "torch/torch_backend.hpp"
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <c10/core/InferenceMode.h>
+#include <malloc.h>
 #include <omp.h>
 #include <torch/csrc/api/include/torch/version.h>
 
@@ -15,6 +19,7 @@
 #include <array>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -42,6 +47,32 @@ std::string build_setting(const std::string& name) {
   return config.substr(start, config.find_first_of(",\n", start) - start);
 }
 
+// glibc's malloc thresholds, pinned for the process where a torch device is made. Eager ATen
+// allocates every layer's output and frees it within the pass: a block above malloc's mmap
+// threshold is mapped and unmapped each time, and a heap whose free top passes the trim threshold
+// is handed back, so the next pass faults its pages in again and zeroes them. glibc moves both
+// thresholds with what the process has freed (the mmap threshold up to the largest freed mapped
+// block, at most 32 MiB; trim at twice that), so the same network ran up to twice as fast in one
+// process as in another (efficientnet_b0 at batch 8: 140-164 ms pinned against 236-306 ms in a
+// fresh process, the same from Python: docs/benchmarks.md). Pinned at the values a long-running
+// process converges to, every configuration is measured in that state, whatever ran before.
+constexpr int kMmapThresholdBytes = 32 << 20;
+constexpr int kTrimThresholdBytes = 64 << 20;
+
+// Pins them (the device on its creation, each session again as it is prepared, in case anything
+// else in the process moved them) and says whether glibc took them: "malloc 32/64 MiB", or
+// "malloc unpinned" (another C library, or glibc refused).
+std::string pin_malloc() {
+#ifdef __GLIBC__
+  if (::mallopt(M_MMAP_THRESHOLD, kMmapThresholdBytes) == 1 &&
+      ::mallopt(M_TRIM_THRESHOLD, kTrimThresholdBytes) == 1) {
+    return "malloc " + std::to_string(kMmapThresholdBytes >> 20) + "/" +
+           std::to_string(kTrimThresholdBytes >> 20) + " MiB";
+  }
+#endif
+  return "malloc unpinned";
+}
+
 // A float tensor of `shape` holding a copy of `values`.
 at::Tensor tensor_of(const std::vector<float>& values, const std::vector<std::int64_t>& shape) {
   at::Tensor out = at::empty(shape, at::TensorOptions().dtype(at::kFloat));
@@ -61,7 +92,55 @@ at::Tensor tensor_of(const std::vector<float>& values, const std::vector<std::in
 
 // The ATen operator run() calls for each LayerKind, in the enum's order.
 constexpr std::array<const char*, kLayerKindCount> kOperators = {
-    "conv2d", "batch_norm", "relu", "add", "max_pool2d", "adaptive_avg_pool2d", "linear"};
+    "conv2d",      "batch_norm",
+    "relu",        "add",
+    "max_pool2d",  "adaptive_avg_pool2d",
+    "linear",      "avg_pool2d",
+    "hardtanh",    "sigmoid",
+    "hardsigmoid", "hardswish",
+    "silu",        "mul",
+    "cat",         "channel_shuffle",
+    "narrow"};
+
+// A conv or pool layer's padding as at::constant_pad_nd takes it (width, then height; before and
+// after each).
+std::vector<std::int64_t> explicit_padding(const Layer& layer) {
+  return {layer.padding, layer.padding_after, layer.padding, layer.padding_after};
+}
+
+// A max or average pool as torch.nn's MaxPool2d and AvgPool2d run it. ATen pads both sides
+// alike; an imported pool padded unevenly (ONNX's pads, TensorFlow's "same") pads explicitly
+// instead (-infinity for max, which never wins; zeros for an average, divided by the pooled
+// count of real values where the padding does not count) and keeps the IR's output size, whose
+// ceil-mode rule (the last window starts inside the input or its leading padding) is PyTorch's.
+at::Tensor pool(const at::Tensor& x, const Layer& layer, const Shape& out) {
+  const bool max = layer.kind == LayerKind::kMaxPool;
+  if (layer.padding == layer.padding_after) {
+    if (max) {
+      return at::max_pool2d(x, {layer.kernel, layer.kernel}, {layer.stride, layer.stride},
+                            {layer.padding, layer.padding}, {1, 1}, layer.ceil_mode);
+    }
+    return at::avg_pool2d(x, {layer.kernel, layer.kernel}, {layer.stride, layer.stride},
+                          {layer.padding, layer.padding}, layer.ceil_mode, layer.count_include_pad);
+  }
+  const auto window = [&](const at::Tensor& padded) {
+    const at::Tensor y =
+        max ? at::max_pool2d(padded, {layer.kernel, layer.kernel}, {layer.stride, layer.stride},
+                             {0, 0}, {1, 1}, layer.ceil_mode)
+            : at::avg_pool2d(padded, {layer.kernel, layer.kernel}, {layer.stride, layer.stride},
+                             {0, 0}, layer.ceil_mode, true);
+    return y.narrow(2, 0, out.h).narrow(3, 0, out.w);
+  };
+  const std::vector<std::int64_t> padding = explicit_padding(layer);
+  if (max) {
+    return window(at::constant_pad_nd(x, padding, -std::numeric_limits<double>::infinity()));
+  }
+  at::Tensor sum = window(at::constant_pad_nd(x, padding, 0));
+  if (layer.count_include_pad) return sum.contiguous();
+  // Both averages divide by one window area: their quotient is the sum over the real values.
+  const at::Tensor real = at::ones({1, 1, x.size(2), x.size(3)}, x.options());
+  return (sum / window(at::constant_pad_nd(real, padding, 0))).contiguous();
+}
 
 // One IR layer's parameters as ATen tensors (undefined where the layer has none).
 struct LayerTensors {
@@ -89,7 +168,8 @@ MemoryUsage tensor_memory(const Network& network) {
 
 class TorchSession final : public Session {
  public:
-  TorchSession(Network network, std::uint64_t seed) : network_(std::move(network)) {
+  TorchSession(Network network, std::uint64_t seed)
+      : network_(std::move(network)), malloc_(pin_malloc()) {
     c10::InferenceMode guard;
     // bf16 as `model.to(torch.bfloat16)` makes it: every parameter and the input in bf16.
     const at::ScalarType dtype =
@@ -107,7 +187,7 @@ class TorchSession final : public Session {
       const Shape& out = network_.tensors[static_cast<std::size_t>(layer.output)];
       LayerTensors& t = parameters_[i];
       if (layer.kind == LayerKind::kConv) {
-        t.weight = tensor_of(p.weight, {out.c, in.c, layer.kernel, layer.kernel});
+        t.weight = tensor_of(p.weight, {out.c, in.c / layer.groups, layer.kernel, layer.kernel});
         if (layer.bias) t.bias = tensor_of(p.bias, {out.c});
       } else if (layer.kind == LayerKind::kBatchNorm) {
         t.weight = tensor_of(p.weight, {out.c});
@@ -115,8 +195,9 @@ class TorchSession final : public Session {
         t.running_mean = tensor_of(p.running_mean, {out.c});
         t.running_var = tensor_of(p.running_var, {out.c});
       } else {
-        t.weight = tensor_of(p.weight, {out.c, in.c});
-        t.bias = tensor_of(p.bias, {out.c});
+        // Over its input's C x H x W values per image (a flatten before it).
+        t.weight = tensor_of(p.weight, {out.c, in.elements() / in.n});
+        if (layer.bias) t.bias = tensor_of(p.bias, {out.c});
       }
       for (at::Tensor* tensor : {&t.weight, &t.bias, &t.running_mean, &t.running_var}) {
         if (!tensor->defined()) continue;
@@ -137,6 +218,7 @@ class TorchSession final : public Session {
     input_ = tensor_of(generate_input(network_, seed), {shape.n, shape.c, shape.h, shape.w});
     if (dtype != at::kFloat) input_ = input_.to(dtype);
     values_.resize(network_.tensors.size());
+    shared_.assign(network_.tensors.size(), false);
     activation_bytes_ = compute_features(network_).peak_activation_bytes;
   }
 
@@ -159,18 +241,29 @@ class TorchSession final : public Session {
       const Layer& layer = network_.layers[i];
       const LayerTensors& p = parameters_[i];
       at::Tensor& x = values_[static_cast<std::size_t>(layer.inputs[0])];
-      // In place only where nothing reads the input later (torchvision's relu(inplace=True) and
-      // `out += identity` never overwrite a tensor still needed).
+      const auto other = [&](int k) -> const at::Tensor& {
+        return values_[static_cast<std::size_t>(layer.inputs[static_cast<std::size_t>(k)])];
+      };
+      const Shape& out = network_.tensors[static_cast<std::size_t>(layer.output)];
+      // In place only where nothing reads the input later (torchvision's inplace=True
+      // activations and `out += identity` never overwrite a tensor still needed), and never over
+      // a tensor that shares its storage (a ShuffleNet's chunk and what it was cut from), which
+      // others may still read.
       const bool in_place =
           layer.in_place &&
           last_use_[static_cast<std::size_t>(layer.inputs[0])] == static_cast<int>(i) &&
-          layer.inputs[0] != network_.input;
+          layer.inputs[0] != network_.input && !shared_[static_cast<std::size_t>(layer.inputs[0])];
       at::Tensor y;
       switch (layer.kind) {
-        case LayerKind::kConv:
-          y = at::conv2d(x, p.weight, p.bias, {layer.stride, layer.stride},
-                         {layer.padding, layer.padding});
+        case LayerKind::kConv: {
+          // ATen pads both sides alike; uneven padding (ONNX's pads) is padded explicitly.
+          const bool even = layer.padding == layer.padding_after;
+          const int padding = even ? layer.padding : 0;
+          y = at::conv2d(even ? x : at::constant_pad_nd(x, explicit_padding(layer), 0), p.weight,
+                         p.bias, {layer.stride, layer.stride}, {padding, padding},
+                         {layer.dilation, layer.dilation}, layer.groups);
           break;
+        }
         case LayerKind::kBatchNorm:
           y = at::batch_norm(x, p.weight, p.bias, p.running_mean, p.running_var, false, 0.1,
                              kBatchNormEpsilon, true);
@@ -178,14 +271,35 @@ class TorchSession final : public Session {
         case LayerKind::kRelu:
           y = in_place ? at::relu_(x) : at::relu(x);
           break;
-        case LayerKind::kAdd: {
-          const at::Tensor& other = values_[static_cast<std::size_t>(layer.inputs[1])];
-          y = in_place ? x.add_(other) : at::add(x, other);
+        case LayerKind::kClip:  // torch.nn.ReLU6 is a hardtanh to [0, 6]
+          y = in_place ? at::hardtanh_(x, layer.lower, layer.upper)
+                       : at::hardtanh(x, layer.lower, layer.upper);
           break;
-        }
+        case LayerKind::kSigmoid:
+          y = in_place ? at::sigmoid_(x) : at::sigmoid(x);
+          break;
+        case LayerKind::kHardSigmoid:
+          // torch.nn.Hardsigmoid's slope and offset (ONNX's HardSigmoid as torch exports it);
+          // any other as the formula.
+          y = std::abs(layer.alpha - 1.0F / 6) < 1e-7F && layer.beta == 0.5F
+                  ? at::hardsigmoid(x)
+                  : at::clamp(x * layer.alpha + layer.beta, 0, 1);
+          break;
+        case LayerKind::kHardSwish:
+          y = in_place ? at::hardswish_(x) : at::hardswish(x);
+          break;
+        case LayerKind::kSwish:
+          y = in_place ? at::silu_(x) : at::silu(x);
+          break;
+        case LayerKind::kAdd:
+          y = in_place ? x.add_(other(1)) : at::add(x, other(1));
+          break;
+        case LayerKind::kMul:  // the second input may be N x C x 1 x 1 (squeeze-excite's scale)
+          y = in_place ? x.mul_(other(1)) : at::mul(x, other(1));
+          break;
         case LayerKind::kMaxPool:
-          y = at::max_pool2d(x, {layer.kernel, layer.kernel}, {layer.stride, layer.stride},
-                             {layer.padding, layer.padding});
+        case LayerKind::kAvgPool:
+          y = pool(x, layer, out);
           break;
         case LayerKind::kGlobalAvgPool:
           y = at::adaptive_avg_pool2d(x, {1, 1});
@@ -193,20 +307,25 @@ class TorchSession final : public Session {
         case LayerKind::kFullyConnected:
           y = at::linear(at::flatten(x, 1), p.weight, p.bias);
           break;
-        case LayerKind::kAvgPool:
-        case LayerKind::kClip:
-        case LayerKind::kSigmoid:
-        case LayerKind::kHardSigmoid:
-        case LayerKind::kHardSwish:
-        case LayerKind::kSwish:
-        case LayerKind::kMul:
-        case LayerKind::kConcat:
-        case LayerKind::kChannelShuffle:
-        case LayerKind::kSlice:
-          // Only imported architectures have these, and the device refuses them
-          // (DeviceInfo::imported_reason) before a session is made.
-          throw Error(ErrorCategory::kRuntime, "the PyTorch backend cannot run a " +
-                                                   std::string(to_string(layer.kind)) + " layer");
+        case LayerKind::kConcat: {
+          std::vector<at::Tensor> parts;
+          for (int k = 0; k < layer.input_count(); ++k) parts.push_back(other(k));
+          y = at::cat(parts, 1);
+          break;
+        }
+        case LayerKind::kChannelShuffle:  // torchvision's channel_shuffle()
+          y = x.reshape({out.n, layer.groups, out.c / layer.groups, out.h, out.w})
+                  .transpose(1, 2)
+                  .contiguous()
+                  .view({out.n, out.c, out.h, out.w});
+          break;
+        case LayerKind::kSlice:  // x.chunk(2, dim=1)'s halves: views, no copy
+          y = x.narrow(1, layer.begin, out.c);
+          break;
+      }
+      if (layer.kind == LayerKind::kSlice) {
+        shared_[static_cast<std::size_t>(layer.output)] = true;
+        shared_[static_cast<std::size_t>(layer.inputs[0])] = true;
       }
       values_[static_cast<std::size_t>(layer.output)] = std::move(y);
       for (int k = 0; k < layer.input_count(); ++k) {
@@ -255,7 +374,8 @@ class TorchSession final : public Session {
             {"interop_threads", at::get_num_interop_threads()},
             {"mkldnn", at::globalContext().userEnabledMkldnn()},
             {"blas", build_setting("BLAS_INFO")},
-            {"parallel", at::get_parallel_info()}};
+            {"parallel", at::get_parallel_info()},
+            {"malloc", malloc_}};
   }
 
   void set_input(std::span<const float> values) override {
@@ -279,9 +399,11 @@ class TorchSession final : public Session {
 
  private:
   Network network_;
+  std::string malloc_;  ///< pin_malloc()'s word on glibc's thresholds
   std::vector<LayerTensors> parameters_;
   std::vector<int> last_use_;
   std::vector<at::Tensor> values_;
+  std::vector<bool> shared_;  ///< whether a tensor shares storage with another (a slice's view)
   at::Tensor input_, output_;
   std::int64_t weight_bytes_ = 0;
   std::int64_t activation_bytes_ = 0;  ///< the eager peak of live activations, input included
@@ -308,12 +430,9 @@ class TorchDevice final : public Device {
     // im2col and the BLAS it was built with.
     info_.library = framework_version() + " (ATen eager, mkldnn " +
                     (at::globalContext().userEnabledMkldnn() ? "on" : "off") + ", BLAS " +
-                    build_setting("BLAS_INFO") + ")";
+                    build_setting("BLAS_INFO") + ", " + pin_malloc() + ")";
     info_.isa = cpu::effective_isa_name();
     info_.threads = at::get_num_threads();
-    info_.imported_reason =
-        "the PyTorch backend builds carb's ResNet networks only; imported architectures run on "
-        "carb's CPU engine (docs/onnx.md)";
     info_.precisions = {
         {Precision::kFp32, true, {}},
         {Precision::kFp16, false, "fp16 is not supported by the PyTorch backend on CPU"},

@@ -2,15 +2,18 @@
 // fixture onnx_zoo into <build>/onnx-zoo) imported by carb, against PyTorch's own figures
 // (truths.json): parameters exactly as torchvision counts them with batch norms kept, MACs as
 // forward hooks count them (the goal: within 1%; they agree exactly), layer counts by kind against
-// the modules a forward pass calls, content hashes across exports, and other resolutions. Where
-// PyTorch is missing they skip.
+// the modules a forward pass calls, content hashes across exports, other resolutions, and whole
+// models on the PyTorch backend against carb's engine. Where PyTorch is missing they skip.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
+#include "carb/backend.hpp"
 #include "carb/error.hpp"
 #include "carb/graph.hpp"
 #include "zoo.hpp"
@@ -153,6 +156,48 @@ TEST_P(Zoo, OtherResolutionsBuildForFullyConvolutionalNetworks) {
                         "for 25088 inputs but gets 1x512x5x5 (12800 values per image)"),
               std::string::npos)
         << what;
+  }
+}
+
+// Relative error as the conformance suite takes it: max |a - b| / max |b|.
+double relative_error(const std::vector<float>& a, const std::vector<float>& b) {
+  double difference = 0;
+  double largest = 0;
+  for (std::size_t i = 0; i < a.size() && i < b.size(); ++i) {
+    difference = std::max(difference, std::abs(static_cast<double>(a[i]) - b[i]));
+    largest = std::max(largest, std::abs(static_cast<double>(b[i])));
+  }
+  return largest > 0 ? difference / largest : difference;
+}
+
+// The whole exported model, batch norms kept and folded, run by the PyTorch backend (ATen's
+// operators, as torchvision's forward calls them) and by carb's oneDNN engine on the same seeded
+// weights and input: the same output (the conformance suite checks each layer kind of both
+// against the float64 reference on small networks).
+TEST_P(Zoo, PyTorchBackendComputesWhatCarbsEngineDoesOnTheWholeModel) {
+  const std::vector<std::string> names = backend_names();
+  if (std::find(names.begin(), names.end(), "torch") == names.end()) {
+    GTEST_SKIP() << "this build has no PyTorch backend";
+  }
+  const auto torch = make_backend_for("torch:0");
+  if (torch->devices().empty()) GTEST_SKIP() << torch->unavailable_reason();
+  const auto cpu = make_backend_for("cpu:0");
+  const std::string& name = GetParam();
+  for (const char* variant : {"-bn.onnx", "-folded.onnx"}) {
+    const Architecture a = import_model(zoo_file(name + variant));
+    const std::string hash = register_architecture(a);
+    const Config config =
+        imported_config(*find_architecture(hash), name == "vgg11" ? 224 : 64, 1, Precision::kFp32);
+    std::vector<std::vector<float>> outputs;
+    for (const Device* device : {torch->devices().front().get(), cpu->devices().front().get()}) {
+      const auto session = device->prepare(config, 1);
+      session->run();
+      session->sync();
+      outputs.push_back(session->read_output());
+    }
+    ASSERT_EQ(outputs[0].size(), 1000u) << name << variant;
+    ASSERT_EQ(outputs[1].size(), 1000u) << name << variant;
+    EXPECT_LE(relative_error(outputs[0], outputs[1]), 1e-4) << name << variant;
   }
 }
 
