@@ -11,6 +11,8 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "architectures.hpp"
@@ -189,6 +191,30 @@ TEST_F(TorchDeviceTest, RunsImportedArchitecturesTheCpuEngineRefusesAsPyTorchDoe
   for (const KernelInfo& kernel : session->kernels()) operators.push_back(kernel.implementation);
   for (const char* op : {"aten::narrow", "aten::cat", "aten::channel_shuffle"}) {
     EXPECT_NE(std::find(operators.begin(), operators.end(), op), operators.end()) << op;
+  }
+}
+
+TEST_F(TorchDeviceTest, PoolsPaddedUnevenlyAsTheReferenceDoes) {
+  // ONNX pads a pool's sides separately (TensorFlow's "same" at stride 2: none before, one
+  // after); ATen's pools take one padding for both sides.
+  testing::ArchitectureBuilder b("uneven_pools");
+  int x = b.relu(b.conv(0, 8, 3, 1, 1, {.bias = true}));
+  x = b.max_pool(x, 3, 2, 0, false);
+  x = b.avg_pool(x, 3, 1, 0, false, true);          // the padding counted
+  x = b.avg_pool(b.relu(x), 3, 2, 0, true, false);  // not counted, ceil mode
+  b.fc(b.global_avg_pool(b.max_pool(x, 2, 2, 1, true)), 4);
+  Architecture architecture = b.finish();
+  const std::vector<std::pair<int, int>> paddings = {{0, 1}, {1, 0}, {0, 2}, {1, 0}};
+  int pool = 0;
+  for (Layer& layer : architecture.layers) {
+    if (layer.kind != LayerKind::kMaxPool && layer.kind != LayerKind::kAvgPool) continue;
+    std::tie(layer.padding, layer.padding_after) = paddings.at(static_cast<std::size_t>(pool++));
+  }
+  ASSERT_EQ(pool, 4);
+  const Architecture& registered = *find_architecture(register_architecture(architecture));
+  for (const int resolution : {16, 17, 33}) {
+    const Config config = imported_config(registered, resolution, 2, Precision::kFp32);
+    EXPECT_LE(error_against_reference(*device_, config), 1e-4) << resolution;
   }
 }
 
