@@ -218,7 +218,13 @@ class TorchSession final : public Session {
     input_ = tensor_of(generate_input(network_, seed), {shape.n, shape.c, shape.h, shape.w});
     if (dtype != at::kFloat) input_ = input_.to(dtype);
     values_.resize(network_.tensors.size());
+    // A slice runs as a view (narrow): it and the tensor it was cut from share their storage.
     shared_.assign(network_.tensors.size(), false);
+    for (const Layer& layer : network_.layers) {
+      if (layer.kind != LayerKind::kSlice) continue;
+      shared_[static_cast<std::size_t>(layer.output)] = true;
+      shared_[static_cast<std::size_t>(layer.inputs[0])] = true;
+    }
     activation_bytes_ = compute_features(network_).peak_activation_bytes;
   }
 
@@ -322,10 +328,6 @@ class TorchSession final : public Session {
         case LayerKind::kSlice:  // x.chunk(2, dim=1)'s halves: views, no copy
           y = x.narrow(1, layer.begin, out.c);
           break;
-      }
-      if (layer.kind == LayerKind::kSlice) {
-        shared_[static_cast<std::size_t>(layer.output)] = true;
-        shared_[static_cast<std::size_t>(layer.inputs[0])] = true;
       }
       values_[static_cast<std::size_t>(layer.output)] = std::move(y);
       for (int k = 0; k < layer.input_count(); ++k) {

@@ -16,6 +16,7 @@
 #include "carb/backend.hpp"
 #include "carb/error.hpp"
 #include "carb/graph.hpp"
+#include "reference.hpp"
 #include "zoo.hpp"
 
 namespace carb {
@@ -53,7 +54,7 @@ void expect_learnable_in_file(const json& truths, const std::string& variant, st
   EXPECT_EQ(params, truths["learnable_in_file"][variant].get<std::int64_t>()) << name << variant;
 }
 
-class Zoo : public testing::TestWithParam<std::string> {
+class Zoo : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
     if (const std::string why = carb_test::zoo_missing(); !why.empty()) GTEST_SKIP() << why;
@@ -159,17 +160,6 @@ TEST_P(Zoo, OtherResolutionsBuildForFullyConvolutionalNetworks) {
   }
 }
 
-// Relative error as the conformance suite takes it: max |a - b| / max |b|.
-double relative_error(const std::vector<float>& a, const std::vector<float>& b) {
-  double difference = 0;
-  double largest = 0;
-  for (std::size_t i = 0; i < a.size() && i < b.size(); ++i) {
-    difference = std::max(difference, std::abs(static_cast<double>(a[i]) - b[i]));
-    largest = std::max(largest, std::abs(static_cast<double>(b[i])));
-  }
-  return largest > 0 ? difference / largest : difference;
-}
-
 // The whole exported model, batch norms kept and folded, run by the PyTorch backend (ATen's
 // operators, as torchvision's forward calls them) and by carb's oneDNN engine on the same seeded
 // weights and input: the same output (the conformance suite checks each layer kind of both
@@ -197,12 +187,13 @@ TEST_P(Zoo, PyTorchBackendComputesWhatCarbsEngineDoesOnTheWholeModel) {
     }
     ASSERT_EQ(outputs[0].size(), 1000u) << name << variant;
     ASSERT_EQ(outputs[1].size(), 1000u) << name << variant;
-    EXPECT_LE(relative_error(outputs[0], outputs[1]), 1e-4) << name << variant;
+    const std::vector<double> engine(outputs[1].begin(), outputs[1].end());
+    EXPECT_LE(testing::relative_error(outputs[0], engine), 1e-4) << name << variant;
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Torchvision, Zoo, testing::ValuesIn(kZooModels),
-                         [](const testing::TestParamInfo<std::string>& param) {
+INSTANTIATE_TEST_SUITE_P(Torchvision, Zoo, ::testing::ValuesIn(kZooModels),
+                         [](const ::testing::TestParamInfo<std::string>& param) {
                            return param.param;
                          });
 
