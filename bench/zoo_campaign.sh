@@ -19,23 +19,8 @@ exports=${ZOO_EXPORTS:-build/onnx-zoo}
 mkdir -p "$out"
 /usr/bin/python3 scripts/onnx_zoo.py "$exports" >/dev/null
 exports=$(cd "$exports" && pwd)
-families="mobilenet_v2 mobilenet_v3_large efficientnet_b0 regnet_x_400mf resnext50_32x4d
-          densenet121 shufflenet_v2_x1_0 mnasnet1_0 squeezenet1_1 resnet50"
-{
-  echo "name: zoo"
-  echo "models:"
-  for f in $families; do echo "  - $exports/$f-bn.onnx"; done
-  echo "resolution: [96, 128, 160, 192, 224]"
-  echo "batch: [1, 2, 4, 8, 16]"
-} > "$out/zoo.yaml"
-# VGG's classifier expects the 7x7 map of a 224-px input: one resolution.
-{
-  echo "name: zoo-vgg"
-  echo "models:"
-  echo "  - $exports/vgg11-bn.onnx"
-  echo "resolution: 224"
-  echo "batch: [1, 2, 4, 8, 16]"
-} > "$out/zoo-vgg.yaml"
+source bench/zoo_specs.sh
+write_zoo_specs "$out" "$exports" "[96, 128, 160, 192, 224]"
 db="$out/zoo.sqlite"
 $carb profile --device "$device" --spec examples/spaces/cpu-demo.yaml --sample "$resnets" \
   --seed 1 --sampling stratified --db "$db"

@@ -4,6 +4,7 @@
 // device has one).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <nlohmann/json_fwd.hpp>
@@ -98,6 +99,9 @@ struct MemoryUsage {
 struct KernelInfo {
   std::string name;            ///< the IR layers it computes, e.g. "layer1.0.conv2+bn2+add+relu"
   std::string implementation;  ///< the library's name for the chosen kernel, e.g. "brg:avx512_core"
+  /// The IR layers it computes (indices into Network::layers), the one that decides its kind
+  /// first (a conv before the batch norm and activation fused into it); empty where unknown.
+  std::vector<int> layers;
 };
 
 /// A network prepared on a device: weights loaded, buffers allocated, kernels chosen. Holds an
@@ -121,6 +125,14 @@ class Session {
   virtual MemoryUsage memory() const = 0;
   /// The kernels run() executes, in order.
   virtual std::vector<KernelInfo> kernels() const = 0;
+  /// Runs kernel `index` of kernels() alone and waits until it has finished; a forward pass a
+  /// kernel at a time is run_kernel(0), ..., run_kernel(kernels().size() - 1), and computes what
+  /// run() does. For the per-kernel breakdown (carb kernels), which the measure module times.
+  /// Returns false, running nothing, where the device cannot split its pass (the default).
+  virtual bool run_kernel(std::size_t index) {
+    (void)index;
+    return false;
+  }
   /// How the session runs beyond its kernels, a JSON object for provenance (GPU: layout, math,
   /// CUDA Graph, algorithm selection, context memory); empty by default.
   virtual nlohmann::json details() const;

@@ -137,6 +137,15 @@ std::string device_fingerprint_of(const std::string& device);
 CampaignSummary run_mpi_campaign(const std::vector<Config>& configs, const CampaignOptions& options,
                                  const std::function<void(const CampaignProgress&)>& progress);
 
+/// Where each configuration's forward pass spends its time on `device`, kernel by kernel
+/// (time_kernels, after `warmup_passes` whole passes, over `passes`), in this process: a
+/// diagnostic, not a measurement (no worker, no store). Calls `each` per configuration in order
+/// with its session's network and breakdown. Throws carb::Error: usage for an unknown device or
+/// one that cannot run its pass a kernel at a time, input for a configuration it cannot run.
+void profile_kernels(const std::vector<Config>& configs, const std::string& device,
+                     std::uint64_t seed, int warmup_passes, int passes,
+                     const std::function<void(const Network&, const KernelBreakdown&)>& each);
+
 /// How long a claim of a campaign measuring under `protocol` holds before another process may
 /// take it over (ResumePolicy::claim_timeout): twice the worker timeout plus a minute, longer
 /// than one measurement can take.

@@ -122,6 +122,26 @@ Measurement measure_configuration(const Device& device, const Config& config,
                                   const Protocol& protocol, EnergyMeter& meter,
                                   GpuMonitor* monitor = nullptr);
 
+/// One kernel's time in a forward pass run a kernel at a time (carb kernels).
+struct KernelTime {
+  KernelInfo kernel;
+  double median_ms = 0;  ///< median over the passes of its wall time, run alone and waited for
+};
+
+/// Where a prepared session's forward pass spends its time, kernel by kernel.
+struct KernelBreakdown {
+  std::vector<KernelTime> kernels;  ///< in kernels() order
+  double pass_median_ms = 0;        ///< median whole pass (run() + sync()), timed between them
+  int passes = 0;                   ///< kernel-by-kernel passes (and whole passes) timed
+};
+
+/// Times `session` kernel by kernel (Session::run_kernel): `warmup_passes` whole passes, then
+/// `passes` rounds of one whole pass and one pass a kernel at a time. The kernels' medians need
+/// not sum to the whole pass's: each waits for its kernel, and runs it after its predecessor
+/// rather than beside it. nullopt where the session cannot split its pass. Throws what the
+/// session throws; carb::Error (usage) for fewer than one pass.
+std::optional<KernelBreakdown> time_kernels(Session& session, int warmup_passes, int passes);
+
 /// Average power of an idle window of `seconds` (nothing running), W; nullopt with the meter's
 /// reason in `why` when the meter cannot measure it.
 std::optional<double> measure_idle_power_w(EnergyMeter& meter, double seconds, std::string* why);

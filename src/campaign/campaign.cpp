@@ -404,6 +404,24 @@ std::string device_fingerprint_of(const std::string& device) {
                                          read_host_info());
 }
 
+void profile_kernels(
+    const std::vector<Config>& configs, const std::string& device_name, std::uint64_t seed,
+    int warmup_passes, int passes,
+    const std::function<void(const Network&, const KernelBreakdown&)>& each) {
+  const auto backends = campaign_detail::backends_for(device_name);
+  const Device& device = campaign_detail::find_device(backends, device_name);
+  for (const Config& config : configs) {
+    const std::unique_ptr<Session> session = device.prepare(config, seed);
+    const std::optional<KernelBreakdown> breakdown =
+        time_kernels(*session, warmup_passes, passes);
+    if (!breakdown) {
+      throw Error(ErrorCategory::kUsage,
+                  device.info().id + " cannot run a forward pass a kernel at a time");
+    }
+    each(session->network(), *breakdown);
+  }
+}
+
 CampaignSummary run_campaign(const std::vector<Config>& configs, const CampaignOptions& options,
                              const std::function<void(const CampaignProgress&)>& progress) {
   using namespace campaign_detail;

@@ -67,6 +67,71 @@ void run_devices(const std::string& format) {
   }
 }
 
+// --- carb kernels -------------------------------------------------------------------------
+
+struct KernelsOptions {
+  Selection selection;
+  std::string device = "cpu";
+  int passes = 20;
+  int warmup = 5;
+  std::string format = "table";
+};
+
+void run_kernels(const KernelsOptions& options) {
+  if (options.selection.spec.empty() == options.selection.keys_file.empty()) {
+    throw Error(ErrorCategory::kUsage, "give either --spec or --keys");
+  }
+  const std::vector<Config> configs = select_configs(options.selection);
+  const Format format = parse_format(options.format);
+  // A kernel is described by the IR layer that decides its kind (its anchor); MACs and
+  // parameters are those of every layer it computes.
+  auto writer = make_row_writer(
+      format,
+      {"key", "index", "kernel", "implementation", "kind", "class", "input_shape", "output_shape",
+       "window", "stride", "groups", "macs", "params", "median_ms", "share", "pass_ms"},
+      std::cout);
+  profile_kernels(
+      configs, options.device, options.selection.seed == 0 ? 1 : options.selection.seed,
+      options.warmup, options.passes, [&](const Network& network, const KernelBreakdown& times) {
+        double sum_ms = 0;
+        for (const KernelTime& time : times.kernels) sum_ms += time.median_ms;
+        const std::string key = to_key(network.config);
+        for (std::size_t k = 0; k < times.kernels.size(); ++k) {
+          const KernelTime& time = times.kernels[k];
+          std::vector<Cell> row = {key, static_cast<std::int64_t>(k), time.kernel.name,
+                                   time.kernel.implementation};
+          if (time.kernel.layers.empty()) {
+            row.insert(row.end(), 9, kNull);
+          } else {
+            const Layer& anchor =
+                network.layers[static_cast<std::size_t>(time.kernel.layers.front())];
+            std::int64_t macs = 0;
+            std::int64_t params = 0;
+            for (int index : time.kernel.layers) {
+              macs += network.layers[static_cast<std::size_t>(index)].macs;
+              params += network.layers[static_cast<std::size_t>(index)].params;
+            }
+            row.insert(row.end(),
+                       {std::string(to_string(anchor.kind)),
+                        std::string(to_string(layer_class_of(network, anchor))),
+                        input_shapes(network, anchor),
+                        to_string(network.tensors[static_cast<std::size_t>(anchor.output)]),
+                        std::int64_t{anchor.kernel}, std::int64_t{anchor.stride},
+                        std::int64_t{anchor.groups}, macs, params});
+          }
+          row.insert(row.end(), {time.median_ms, sum_ms > 0 ? time.median_ms / sum_ms : 0.0,
+                                 times.pass_median_ms});
+          writer->row(row);
+        }
+        if (format == Format::kTable) {
+          std::cerr << key << ": a whole pass " << cell_text(times.pass_median_ms)
+                    << " ms, its kernels run one at a time " << cell_text(sum_ms)
+                    << " ms (medians of " << times.passes << " passes)\n";
+        }
+      });
+  writer->finish();
+}
+
 // --- carb profile -------------------------------------------------------------------------
 
 struct ProfileOptions {
@@ -414,6 +479,27 @@ void add_profile_verbs(CLI::App& app) {
                    "GPU: how often a throttled configuration is measured again")
       ->check(CLI::NonNegativeNumber);
   profile->callback([options] { run_profile(*options); });
+
+  auto kernels = std::make_shared<KernelsOptions>();
+  CLI::App* kernels_verb =
+      app.add_subcommand("kernels",
+                         "where a forward pass spends its time, kernel by kernel (a diagnostic: "
+                         "in this process, nothing stored)");
+  kernels_verb->add_option("--spec", kernels->selection.spec, "design-space spec (YAML)");
+  kernels_verb->add_option("--keys", kernels->selection.keys_file,
+                           "file with one configuration key per line");
+  kernels_verb->add_option("--sample", kernels->selection.sample, "N configurations of the spec");
+  kernels_verb->add_option("--seed", kernels->selection.seed, "seed of the sample");
+  kernels_verb->add_option("--device", kernels->device, "device id, kind or backend (default cpu)");
+  kernels_verb->add_option("--passes", kernels->passes, "passes timed kernel by kernel")
+      ->check(CLI::Range(1, 100000))
+      ->capture_default_str();
+  kernels_verb->add_option("--warmup", kernels->warmup, "whole passes before timing")
+      ->check(CLI::Range(0, 100000))
+      ->capture_default_str();
+  kernels_verb->add_option("--format", kernels->format, "table, csv or json")
+      ->check(CLI::IsMember({"table", "csv", "json"}));
+  kernels_verb->callback([kernels] { run_kernels(*kernels); });
 
   auto export_options = std::make_shared<std::pair<std::string, std::string>>();
   auto export_format = std::make_shared<std::string>("csv");

@@ -9,6 +9,7 @@
 
 #include "carb/error.hpp"
 #include "carb/measure.hpp"
+#include "carb/statistics.hpp"
 
 namespace carb {
 
@@ -548,6 +549,42 @@ Measurement measure_configuration(const Device& device, const Config& config,
         message);
   }
   return measurement;
+}
+
+std::optional<KernelBreakdown> time_kernels(Session& session, int warmup_passes, int passes) {
+  if (passes < 1 || warmup_passes < 0) {
+    throw Error(ErrorCategory::kUsage,
+                "kernel timing needs at least one pass and no negative "
+                "warm-up (got " +
+                    std::to_string(passes) + " and " + std::to_string(warmup_passes) + ")");
+  }
+  const std::vector<KernelInfo> infos = session.kernels();
+  if (infos.empty() || !session.run_kernel(0)) return std::nullopt;
+  for (std::size_t k = 1; k < infos.size(); ++k) session.run_kernel(k);
+  for (int i = 0; i < warmup_passes; ++i) {
+    session.run();
+    session.sync();
+  }
+  std::vector<std::vector<double>> samples(infos.size());
+  std::vector<double> pass_samples;
+  for (int i = 0; i < passes; ++i) {
+    const Clock::time_point start = Clock::now();
+    session.run();
+    session.sync();
+    pass_samples.push_back(seconds_between(start, Clock::now()) * 1e3);
+    for (std::size_t k = 0; k < infos.size(); ++k) {
+      const Clock::time_point before = Clock::now();
+      session.run_kernel(k);
+      samples[k].push_back(seconds_between(before, Clock::now()) * 1e3);
+    }
+  }
+  KernelBreakdown breakdown;
+  breakdown.passes = passes;
+  breakdown.pass_median_ms = median(pass_samples);
+  for (std::size_t k = 0; k < infos.size(); ++k) {
+    breakdown.kernels.push_back({infos[k], median(samples[k])});
+  }
+  return breakdown;
 }
 
 }  // namespace carb

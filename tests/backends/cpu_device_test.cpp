@@ -440,6 +440,53 @@ TEST_F(CpuDeviceTest, SetInputReplacesTheInput) {
   }
 }
 
+// A pass run a kernel at a time (carb kernels) computes what run() does, and each kernel names
+// the IR layers it computes: every conv, fc and batch norm in exactly one kernel, as its anchor
+// or fused into one.
+TEST_F(CpuDeviceTest, AKernelAtATimeComputesWhatAWholePassDoesAndNamesItsLayers) {
+  std::vector<Config> configs = {parse_key(kTinyBottleneck)};
+  for (const char* name : {"mobilenet_v3_se", "shufflenet_v2_58", "pools_and_activations"}) {
+    configs.push_back(testing::test_config(name, 33, 2, Precision::kFp32));
+  }
+  for (const Config& config : configs) {
+    SCOPED_TRACE(to_key(config));
+    const auto session = device_.prepare(config, kSeed);
+    const Network& network = session->network();
+    const std::vector<float> input = generate_input(network, kSeed + 1);
+    session->set_input(input);
+    const std::vector<float> whole = run_once(*session);
+    session->set_input(generate_input(network, kSeed));  // the kernels must overwrite its output
+    run_once(*session);
+    session->set_input(input);
+    const std::vector<KernelInfo> kernels = session->kernels();
+    for (std::size_t k = 0; k < kernels.size(); ++k) ASSERT_TRUE(session->run_kernel(k));
+    EXPECT_TRUE(bitwise_equal(session->read_output(), whole));
+
+    std::vector<int> owners(network.layers.size(), 0);
+    for (const KernelInfo& kernel : kernels) {
+      ASSERT_FALSE(kernel.layers.empty()) << kernel.name;
+      for (const int layer : kernel.layers) {
+        ASSERT_GE(layer, 0);
+        ASSERT_LT(layer, static_cast<int>(network.layers.size()));
+      }
+      if (kernel.name.ends_with(")")) continue;  // an activation's step: its layer owns no kernel
+      for (const int layer : kernel.layers) ++owners[static_cast<std::size_t>(layer)];
+      // Named after its anchor first.
+      EXPECT_EQ(kernel.name.find(
+                    layer_name(network.layers[static_cast<std::size_t>(kernel.layers.front())])),
+                0u)
+          << kernel.name;
+    }
+    for (std::size_t i = 0; i < network.layers.size(); ++i) {
+      const LayerKind kind = network.layers[i].kind;
+      if (kind == LayerKind::kConv || kind == LayerKind::kFullyConnected ||
+          kind == LayerKind::kBatchNorm) {
+        EXPECT_EQ(owners[i], 1) << layer_name(network.layers[i]);
+      }
+    }
+  }
+}
+
 TEST_F(CpuDeviceTest, KernelsFuseEveryBatchNormReluAndResidualAdd) {
   const auto session = prepare(kTinyBottleneck);
   const Network& network = session->network();

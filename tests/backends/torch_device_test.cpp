@@ -90,6 +90,28 @@ TEST_F(TorchDeviceTest, SameOutputAsTheCpuEngineAndTheSameBitsOnEveryRun) {
   EXPECT_LE(testing::relative_error(first, reference), 1e-4);
 }
 
+// A pass run a kernel (an IR layer's operators) at a time computes what run() does, views and
+// in-place operators included, and leaves the session ready for the next whole pass.
+TEST_F(TorchDeviceTest, ALayerAtATimeComputesWhatAWholePassDoes) {
+  for (const Config& config : {parse_key("bottleneck26_w0.25_nods_r33_b2_fp32_k10"),
+                               testing::test_config("shufflenet_v2_58", 33, 2, Precision::kFp32),
+                               testing::test_config("mobilenet_v3_se", 33, 2, Precision::kFp32)}) {
+    SCOPED_TRACE(to_key(config));
+    const auto session = device_->prepare(config, kSeed);
+    session->run();
+    const std::vector<float> whole = session->read_output();
+    const std::vector<KernelInfo> kernels = session->kernels();
+    ASSERT_EQ(kernels.size(), session->network().layers.size());
+    for (std::size_t k = 0; k < kernels.size(); ++k) {
+      EXPECT_EQ(kernels[k].layers, std::vector<int>{static_cast<int>(k)});
+      ASSERT_TRUE(session->run_kernel(k));
+    }
+    EXPECT_EQ(session->read_output(), whole);
+    session->run();
+    EXPECT_EQ(session->read_output(), whole);
+  }
+}
+
 TEST_F(TorchDeviceTest, ANewInputGivesTheReferencesOutputForIt) {
   const Config config = parse_key("basic10_w0.25_ds_r32_b2_fp32_k10");
   const auto session = device_->prepare(config, kSeed);

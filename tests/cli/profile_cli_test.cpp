@@ -124,9 +124,8 @@ TEST(ProfileCli, RoundsMeasureEveryConfigurationOncePerRoundAndResume) {
   // A rerun has nothing left; a campaign of one round on the same database neither.
   ASSERT_EQ(wait_for(start(command, log)), 0) << slurp(log);
   EXPECT_NE(slurp(log).find("skipped:        6 already done"), std::string::npos) << slurp(log);
-  ASSERT_EQ(wait_for(start("profile --keys " + keys + " --db " + db + " --drift-probe none" +
-                               kQuick,
-                           log)),
+  ASSERT_EQ(wait_for(start(
+                "profile --keys " + keys + " --db " + db + " --drift-probe none" + kQuick, log)),
             0);
   EXPECT_NE(slurp(log).find("skipped:        2 already done"), std::string::npos) << slurp(log);
 }
@@ -223,6 +222,11 @@ TEST(ProfileCli, BadInputIsOneLineAndExitTwo) {
        "--rounds: Value 0 not in range 1 to 100"},
       {"profile --keys " + write_keys("ok-keys.txt", 1) + " --db x.sqlite --rounds 2 --mpi",
        "--rounds is not supported with --mpi yet"},
+      {"kernels --keys " + write_keys("ok-keys.txt", 1) + " --device tpu", "no device 'tpu'"},
+      {"kernels --keys " + keys, keys + ":2:3: key 'basic11_w1_ds_r64_b1_fp32'"},
+      {"kernels --keys " + write_keys("ok-keys.txt", 1) + " --passes 0",
+       "--passes: Value 0 not in range"},
+      {"kernels", "give either --spec or --keys"},
       {"export --db " + not_db, "not a carb database"},
       {"export --db /nonexistent.sqlite", "/nonexistent.sqlite"},
   };
@@ -234,6 +238,58 @@ TEST(ProfileCli, BadInputIsOneLineAndExitTwo) {
     EXPECT_EQ(out.rfind("carb: error: ", 0), 0u) << out;
     EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 1) << out;
   }
+}
+
+// carb kernels: one row per kernel of each configuration, in the session's order, with the
+// IR layer that decides its kind; the shares of a configuration sum to one.
+TEST(KernelsCli, BreaksEachPassDownKernelByKernel) {
+  const std::string keys = write_keys("kernel-keys.txt", 2);
+  const std::string log = testing::TempDir() + "kernels.csv";
+  ASSERT_EQ(wait_for(start("kernels --keys " + keys + " --passes 3 --warmup 1 --format csv", log)),
+            0)
+      << slurp(log);
+  std::istringstream text(slurp(log));
+  std::string line;
+  std::getline(text, line);
+  EXPECT_EQ(line,
+            "key,index,kernel,implementation,kind,class,input_shape,output_shape,window,stride,"
+            "groups,macs,params,median_ms,share,pass_ms");
+  std::map<std::string, double> shares;
+  std::map<std::string, int> rows;
+  std::map<std::string, std::int64_t> macs;
+  while (std::getline(text, line)) {
+    std::vector<std::string> cells;
+    std::stringstream row(line);
+    for (std::string cell; std::getline(row, cell, ',');) cells.push_back(cell);
+    ASSERT_EQ(cells.size(), 16u) << line;
+    EXPECT_EQ(std::stoi(cells[1]), rows[cells[0]]++) << line;
+    EXPECT_GT(std::stod(cells[13]), 0) << line;
+    EXPECT_GT(std::stod(cells[15]), 0) << line;
+    shares[cells[0]] += std::stod(cells[14]);
+    macs[cells[0]] += std::stoll(cells[11]);
+    if (cells[1] == "0") {  // the stem (3x3, stride 1 without early downsampling), bn1 and relu
+      EXPECT_EQ(cells[2], "conv1+bn1+relu");
+      EXPECT_EQ(cells[4], "conv");
+      EXPECT_EQ(cells[5], "conv_stem");
+      EXPECT_EQ(cells[8], "3");
+      EXPECT_EQ(cells[9], "1");
+    }
+  }
+  ASSERT_EQ(rows.size(), 2u);
+  for (const auto& [key, share] : shares) {
+    EXPECT_NEAR(share, 1.0, 1e-4) << key;
+    EXPECT_EQ(rows[key], rows.begin()->second) << key;  // batch changes no kernel
+  }
+  // Every MAC of the network is in exactly one kernel.
+  const std::string features = testing::TempDir() + "kernels-features.json";
+  ASSERT_EQ(
+      wait_for(start("space show basic10_w0.25_nods_r32_b2_fp32_k10 --format json", features)), 0);
+  const std::string shown = slurp(features);
+  const std::string field = "\"macs\":";
+  const auto at = shown.find(field);
+  ASSERT_NE(at, std::string::npos) << shown;
+  EXPECT_EQ(std::stoll(shown.substr(at + field.size())),
+            macs["basic10_w0.25_nods_r32_b2_fp32_k10"]);
 }
 
 TEST(DevicesCli, ListsTheCpuWithItsCapabilities) {

@@ -9,6 +9,7 @@
 #include <chrono>
 
 #include "carb/measure.hpp"
+#include "forwarding_session.hpp"
 #include "quick_protocol.hpp"
 
 namespace carb {
@@ -22,25 +23,18 @@ const Device& cpu_device() {
 }
 
 // A CPU session whose "device clock" reads a constant 1 ms per pass.
-class ConstantClockSession final : public Session {
+class ConstantClockSession final : public testing::ForwardingSession {
  public:
-  explicit ConstantClockSession(std::unique_ptr<Session> inner) : inner_(std::move(inner)) {}
+  using ForwardingSession::ForwardingSession;
   void run() override {
-    inner_->run();
+    ForwardingSession::run();
     ran_ = true;
   }
-  void sync() override { inner_->sync(); }
   std::optional<double> last_run_device_ms() override {
     return ran_ ? std::optional<double>(1.0) : std::nullopt;
   }
-  const Network& network() const override { return inner_->network(); }
-  MemoryUsage memory() const override { return inner_->memory(); }
-  std::vector<KernelInfo> kernels() const override { return inner_->kernels(); }
-  void set_input(std::span<const float> values) override { inner_->set_input(values); }
-  std::vector<float> read_output() override { return inner_->read_output(); }
 
  private:
-  std::unique_ptr<Session> inner_;
   bool ran_ = false;
 };
 

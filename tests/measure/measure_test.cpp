@@ -12,7 +12,9 @@
 #include <vector>
 
 #include "carb/backend.hpp"
+#include "carb/error.hpp"
 #include "carb/measure.hpp"
+#include "forwarding_session.hpp"
 #include "quick_protocol.hpp"
 
 namespace carb {
@@ -108,6 +110,37 @@ TEST(Measure, OtherProcessesBusyWhileTimingAreReported) {
   EXPECT_GE(contention.at("other_cpu_share").get<double>(), kContendedShare) << contention.dump();
   EXPECT_NE(measurement.detail.find("contended: other processes used "), std::string::npos)
       << measurement.detail;
+}
+
+// A session that cannot split its pass, as Session's default run_kernel says.
+class WholePassOnly final : public testing::ForwardingSession {
+ public:
+  using ForwardingSession::ForwardingSession;
+  bool run_kernel(std::size_t /*index*/) override { return false; }
+};
+
+TEST(Measure, TimesEveryKernelOfAPassAndThePassBesideThem) {
+  const auto session = cpu_device().prepare(parse_key(kTinyKey), 1);
+  const auto breakdown = time_kernels(*session, 1, 5);
+  ASSERT_TRUE(breakdown.has_value());
+  EXPECT_EQ(breakdown->passes, 5);
+  const std::vector<KernelInfo> kernels = session->kernels();
+  ASSERT_EQ(breakdown->kernels.size(), kernels.size());
+  double sum_ms = 0;
+  for (std::size_t k = 0; k < kernels.size(); ++k) {
+    EXPECT_EQ(breakdown->kernels[k].kernel.name, kernels[k].name);
+    EXPECT_GT(breakdown->kernels[k].median_ms, 0);
+    sum_ms += breakdown->kernels[k].median_ms;
+  }
+  // The kernels run one at a time are the pass, give or take waiting after each: not a speed
+  // goal, a check that each timing covers its kernel and nothing else (a factor of 3 either way).
+  EXPECT_GT(breakdown->pass_median_ms, 0);
+  EXPECT_LT(sum_ms, 3 * breakdown->pass_median_ms);
+  EXPECT_GT(sum_ms, breakdown->pass_median_ms / 3);
+
+  EXPECT_THROW(time_kernels(*session, 1, 0), Error);
+  WholePassOnly whole(cpu_device().prepare(parse_key(kTinyKey), 1));
+  EXPECT_FALSE(time_kernels(whole, 1, 2).has_value());
 }
 
 TEST(Measure, UnsupportedIsAStatusNotAnException) {

@@ -759,6 +759,14 @@ class CpuSession final : public Session, private CpuPlanner {
 
   void sync() override { CARB_DNNL(stream_.wait()); }
 
+  bool run_kernel(std::size_t index) override {
+    CARB_CHECK(index < kernels_.size(), "a kernel of the session");
+    Kernel& kernel = kernels_[index];
+    CARB_DNNL(kernel.primitive.execute(stream_, kernel.args));
+    CARB_DNNL(stream_.wait());
+    return true;
+  }
+
   const Network& network() const override { return network_; }
   MemoryUsage memory() const override { return memory_; }
   nlohmann::json details() const override {
@@ -850,7 +858,7 @@ class CpuSession final : public Session, private CpuPlanner {
     const dnnl::primitive_desc_base& desc = description.primitive;
     Kernel kernel;
     kernel.primitive = CARB_DNNL(dnnl::primitive(desc.get()));
-    kernel.info = {op.name, CARB_DNNL(std::string(desc.impl_info_str()))};
+    kernel.info = {op.name, CARB_DNNL(std::string(desc.impl_info_str())), op_layers(op)};
     kernel.args = scratchpad_arg(desc.scratchpad_desc());
     // Every primitive here names its inputs SRC_0, SRC_1, ... (reorders too: FROM is SRC_0),
     // but a concat, whose inputs are MULTIPLE_SRC + i.
@@ -874,7 +882,8 @@ class CpuSession final : public Session, private CpuPlanner {
       Kernel step;
       step.primitive = CARB_DNNL(dnnl::primitive(step_desc.get()));
       step.info = {op.name + "(" + named_step.first + ")",
-                   CARB_DNNL(std::string(step_desc.impl_info_str()))};
+                   CARB_DNNL(std::string(step_desc.impl_info_str())),
+                   {op.activation >= 0 ? op.activation : op.layer}};
       step.args = scratchpad_arg(step_desc.scratchpad_desc());
       const Memory output = arena_view(op.output, CARB_DNNL(step_desc.dst_desc()));
       step.args.emplace(DNNL_ARG_SRC, output);
@@ -882,6 +891,15 @@ class CpuSession final : public Session, private CpuPlanner {
       kernels_.push_back(std::move(step));
       clock_.lap(PrepareClock::kKernels);
     }
+  }
+
+  // The IR layers an op computes: its anchor, then the batch norm and activation fused into it.
+  static std::vector<int> op_layers(const Op& op) {
+    std::vector<int> layers = {op.layer};
+    for (int fused : {op.batch_norm, op.activation}) {
+      if (fused >= 0 && fused != op.layer) layers.push_back(fused);
+    }
+    return layers;
   }
 
   // The memory of op `index`'s parameter tensors in the weight region, in the order of its

@@ -209,7 +209,7 @@ class ConvStep final : public Step {
         " math=" + std::string(math_name(s_.math)) +
         " workspace=" + std::to_string(s_.workspace_bytes) + " (" + s_.selection + ")";
     if (!fused_) implementation += "; unfused: " + unfused_reason_;
-    return {s_.name, implementation};
+    return {s_.name, implementation, {}};
   }
 
   std::int64_t workspace_bytes() const override { return s_.workspace_bytes; }
@@ -239,7 +239,7 @@ class PoolStep final : public Step {
     CARB_CUDNN(cudnnPoolingForward(c.cudnn, pool_.get(), &kOne, x_.get(), x_data_, &kZero, y_.get(),
                                    y_data_));
   }
-  KernelInfo info() const override { return {name_, "cudnnPoolingForward " + mode_}; }
+  KernelInfo info() const override { return {name_, "cudnnPoolingForward " + mode_, {}}; }
 
  private:
   std::string name_;
@@ -275,7 +275,7 @@ class FullyConnectedStep final : public Step {
                               s_.y.get(), s_.y_data));
   }
   KernelInfo info() const override {
-    return {s_.name, "cublasGemmEx CUBLAS_COMPUTE_32F CUBLAS_GEMM_DEFAULT+cudnnAddTensor"};
+    return {s_.name, "cublasGemmEx CUBLAS_COMPUTE_32F CUBLAS_GEMM_DEFAULT+cudnnAddTensor", {}};
   }
 
  private:

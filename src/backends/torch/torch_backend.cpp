@@ -230,7 +230,8 @@ class TorchSession final : public Session {
 
   void run() override {
     try {
-      forward();
+      c10::InferenceMode guard;
+      for (std::size_t i = 0; i < network_.layers.size(); ++i) forward(i);
     } catch (const c10::Error& error) {
       rethrow(error);
     }
@@ -239,104 +240,116 @@ class TorchSession final : public Session {
   // ATen's CPU operators return when their work is done.
   void sync() override {}
 
+  // A kernel is an IR layer: one ATen operator (or a few: a padded conv, the shuffle's view).
+  bool run_kernel(std::size_t index) override {
+    CARB_CHECK(index < network_.layers.size(), "a kernel of the session");
+    try {
+      c10::InferenceMode guard;
+      forward(index);
+    } catch (const c10::Error& error) {
+      rethrow(error);
+    }
+    return true;
+  }
+
  private:
-  void forward() {
-    c10::InferenceMode guard;
-    values_[static_cast<std::size_t>(network_.input)] = input_;
-    for (std::size_t i = 0; i < network_.layers.size(); ++i) {
-      const Layer& layer = network_.layers[i];
-      const LayerTensors& p = parameters_[i];
-      at::Tensor& x = values_[static_cast<std::size_t>(layer.inputs[0])];
-      const auto other = [&](int k) -> const at::Tensor& {
-        return values_[static_cast<std::size_t>(layer.inputs[static_cast<std::size_t>(k)])];
-      };
-      const Shape& out = network_.tensors[static_cast<std::size_t>(layer.output)];
-      // In place only where nothing reads the input later (torchvision's inplace=True
-      // activations and `out += identity` never overwrite a tensor still needed), and never over
-      // a tensor that shares its storage (a ShuffleNet's chunk and what it was cut from), which
-      // others may still read.
-      const bool in_place =
-          layer.in_place &&
-          last_use_[static_cast<std::size_t>(layer.inputs[0])] == static_cast<int>(i) &&
-          layer.inputs[0] != network_.input && !shared_[static_cast<std::size_t>(layer.inputs[0])];
-      at::Tensor y;
-      switch (layer.kind) {
-        case LayerKind::kConv: {
-          // ATen pads both sides alike; uneven padding (ONNX's pads) is padded explicitly.
-          const bool even = layer.padding == layer.padding_after;
-          const int padding = even ? layer.padding : 0;
-          y = at::conv2d(even ? x : at::constant_pad_nd(x, explicit_padding(layer), 0), p.weight,
-                         p.bias, {layer.stride, layer.stride}, {padding, padding},
-                         {layer.dilation, layer.dilation}, layer.groups);
-          break;
-        }
-        case LayerKind::kBatchNorm:
-          y = at::batch_norm(x, p.weight, p.bias, p.running_mean, p.running_var, false, 0.1,
-                             kBatchNormEpsilon, true);
-          break;
-        case LayerKind::kRelu:
-          y = in_place ? at::relu_(x) : at::relu(x);
-          break;
-        case LayerKind::kClip:  // torch.nn.ReLU6 is a hardtanh to [0, 6]
-          y = in_place ? at::hardtanh_(x, layer.lower, layer.upper)
-                       : at::hardtanh(x, layer.lower, layer.upper);
-          break;
-        case LayerKind::kSigmoid:
-          y = in_place ? at::sigmoid_(x) : at::sigmoid(x);
-          break;
-        case LayerKind::kHardSigmoid:
-          // torch.nn.Hardsigmoid's slope and offset (ONNX's HardSigmoid as torch exports it);
-          // any other as the formula.
-          y = std::abs(layer.alpha - 1.0F / 6) < 1e-7F && layer.beta == 0.5F
-                  ? at::hardsigmoid(x)
-                  : at::clamp(x * layer.alpha + layer.beta, 0, 1);
-          break;
-        case LayerKind::kHardSwish:
-          y = in_place ? at::hardswish_(x) : at::hardswish(x);
-          break;
-        case LayerKind::kSwish:
-          y = in_place ? at::silu_(x) : at::silu(x);
-          break;
-        case LayerKind::kAdd:
-          y = in_place ? x.add_(other(1)) : at::add(x, other(1));
-          break;
-        case LayerKind::kMul:  // the second input may be N x C x 1 x 1 (squeeze-excite's scale)
-          y = in_place ? x.mul_(other(1)) : at::mul(x, other(1));
-          break;
-        case LayerKind::kMaxPool:
-        case LayerKind::kAvgPool:
-          y = pool(x, layer, out);
-          break;
-        case LayerKind::kGlobalAvgPool:
-          y = at::adaptive_avg_pool2d(x, {1, 1});
-          break;
-        case LayerKind::kFullyConnected:
-          y = at::linear(at::flatten(x, 1), p.weight, p.bias);
-          break;
-        case LayerKind::kConcat: {
-          std::vector<at::Tensor> parts;
-          for (int k = 0; k < layer.input_count(); ++k) parts.push_back(other(k));
-          y = at::cat(parts, 1);
-          break;
-        }
-        case LayerKind::kChannelShuffle:  // torchvision's channel_shuffle()
-          y = x.reshape({out.n, layer.groups, out.c / layer.groups, out.h, out.w})
-                  .transpose(1, 2)
-                  .contiguous()
-                  .view({out.n, out.c, out.h, out.w});
-          break;
-        case LayerKind::kSlice:  // x.chunk(2, dim=1)'s halves: views, no copy
-          y = x.narrow(1, layer.begin, out.c);
-          break;
+  // Layer `i` of a forward pass, in order from 0: layer 0 takes the input, the last leaves the
+  // output.
+  void forward(std::size_t i) {
+    if (i == 0) values_[static_cast<std::size_t>(network_.input)] = input_;
+    const Layer& layer = network_.layers[i];
+    const LayerTensors& p = parameters_[i];
+    at::Tensor& x = values_[static_cast<std::size_t>(layer.inputs[0])];
+    const auto other = [&](int k) -> const at::Tensor& {
+      return values_[static_cast<std::size_t>(layer.inputs[static_cast<std::size_t>(k)])];
+    };
+    const Shape& out = network_.tensors[static_cast<std::size_t>(layer.output)];
+    // In place only where nothing reads the input later (torchvision's inplace=True
+    // activations and `out += identity` never overwrite a tensor still needed), and never over
+    // a tensor that shares its storage (a ShuffleNet's chunk and what it was cut from), which
+    // others may still read.
+    const bool in_place =
+        layer.in_place &&
+        last_use_[static_cast<std::size_t>(layer.inputs[0])] == static_cast<int>(i) &&
+        layer.inputs[0] != network_.input && !shared_[static_cast<std::size_t>(layer.inputs[0])];
+    at::Tensor y;
+    switch (layer.kind) {
+      case LayerKind::kConv: {
+        // ATen pads both sides alike; uneven padding (ONNX's pads) is padded explicitly.
+        const bool even = layer.padding == layer.padding_after;
+        const int padding = even ? layer.padding : 0;
+        y = at::conv2d(even ? x : at::constant_pad_nd(x, explicit_padding(layer), 0), p.weight,
+                       p.bias, {layer.stride, layer.stride}, {padding, padding},
+                       {layer.dilation, layer.dilation}, layer.groups);
+        break;
       }
-      values_[static_cast<std::size_t>(layer.output)] = std::move(y);
-      for (int k = 0; k < layer.input_count(); ++k) {
-        const auto id = static_cast<std::size_t>(layer.inputs[static_cast<std::size_t>(k)]);
-        if (last_use_[id] == static_cast<int>(i) && static_cast<int>(id) != network_.output) {
-          values_[id] = at::Tensor();
-        }
+      case LayerKind::kBatchNorm:
+        y = at::batch_norm(x, p.weight, p.bias, p.running_mean, p.running_var, false, 0.1,
+                           kBatchNormEpsilon, true);
+        break;
+      case LayerKind::kRelu:
+        y = in_place ? at::relu_(x) : at::relu(x);
+        break;
+      case LayerKind::kClip:  // torch.nn.ReLU6 is a hardtanh to [0, 6]
+        y = in_place ? at::hardtanh_(x, layer.lower, layer.upper)
+                     : at::hardtanh(x, layer.lower, layer.upper);
+        break;
+      case LayerKind::kSigmoid:
+        y = in_place ? at::sigmoid_(x) : at::sigmoid(x);
+        break;
+      case LayerKind::kHardSigmoid:
+        // torch.nn.Hardsigmoid's slope and offset (ONNX's HardSigmoid as torch exports it);
+        // any other as the formula.
+        y = std::abs(layer.alpha - 1.0F / 6) < 1e-7F && layer.beta == 0.5F
+                ? at::hardsigmoid(x)
+                : at::clamp(x * layer.alpha + layer.beta, 0, 1);
+        break;
+      case LayerKind::kHardSwish:
+        y = in_place ? at::hardswish_(x) : at::hardswish(x);
+        break;
+      case LayerKind::kSwish:
+        y = in_place ? at::silu_(x) : at::silu(x);
+        break;
+      case LayerKind::kAdd:
+        y = in_place ? x.add_(other(1)) : at::add(x, other(1));
+        break;
+      case LayerKind::kMul:  // the second input may be N x C x 1 x 1 (squeeze-excite's scale)
+        y = in_place ? x.mul_(other(1)) : at::mul(x, other(1));
+        break;
+      case LayerKind::kMaxPool:
+      case LayerKind::kAvgPool:
+        y = pool(x, layer, out);
+        break;
+      case LayerKind::kGlobalAvgPool:
+        y = at::adaptive_avg_pool2d(x, {1, 1});
+        break;
+      case LayerKind::kFullyConnected:
+        y = at::linear(at::flatten(x, 1), p.weight, p.bias);
+        break;
+      case LayerKind::kConcat: {
+        std::vector<at::Tensor> parts;
+        for (int k = 0; k < layer.input_count(); ++k) parts.push_back(other(k));
+        y = at::cat(parts, 1);
+        break;
+      }
+      case LayerKind::kChannelShuffle:  // torchvision's channel_shuffle()
+        y = x.reshape({out.n, layer.groups, out.c / layer.groups, out.h, out.w})
+                .transpose(1, 2)
+                .contiguous()
+                .view({out.n, out.c, out.h, out.w});
+        break;
+      case LayerKind::kSlice:  // x.chunk(2, dim=1)'s halves: views, no copy
+        y = x.narrow(1, layer.begin, out.c);
+        break;
+    }
+    values_[static_cast<std::size_t>(layer.output)] = std::move(y);
+    for (int k = 0; k < layer.input_count(); ++k) {
+      const auto id = static_cast<std::size_t>(layer.inputs[static_cast<std::size_t>(k)]);
+      if (last_use_[id] == static_cast<int>(i) && static_cast<int>(id) != network_.output) {
+        values_[id] = at::Tensor();
       }
     }
+    if (i + 1 < network_.layers.size()) return;
     output_ = values_[static_cast<std::size_t>(network_.output)];
     values_[static_cast<std::size_t>(network_.output)] = at::Tensor();
     values_[static_cast<std::size_t>(network_.input)] = at::Tensor();
@@ -363,7 +376,8 @@ class TorchSession final : public Session {
     out.reserve(network_.layers.size());
     for (const Layer& layer : network_.layers) {
       out.push_back({layer_name(layer),
-                     std::string("aten::") + kOperators[static_cast<std::size_t>(layer.kind)]});
+                     std::string("aten::") + kOperators[static_cast<std::size_t>(layer.kind)],
+                     {static_cast<int>(out.size())}});
     }
     return out;
   }

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# A kernel-level predictor, nn-Meter's way, tried on the zoo (issue: any CNN via ONNX; figures in
+# docs/benchmarks.md "Kernel by kernel"): `carb kernels` times every kernel of torchvision's
+# families at 3 resolutions x 5 batches (vgg11 at 224 px) and of 60 ResNets of cpu-demo.yaml on
+# this machine's CPU engine; then, per held-out family, carb fit --table fits CARB on the other
+# families' kernels, carb predict --table predicts the held-out family's kernels, and their sum
+# (times the training configurations' median pass / kernel-sum ratio) is scored against the
+# measured whole pass: MAPE and the share within +-10% per family.
+#   bash bench/kernel_lofo.sh [out-dir (out/kernel-lofo)]
+# FIT_ARGS adds options to every carb fit (e.g. "--prior none").
+# The kernel timings in out-dir are reused when there (delete them to measure again). A quiet
+# machine matters: nothing else should run while the kernels are timed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+carb=${CARB:-build/src/cli/carb}
+out=${1:-out/kernel-lofo}
+exports=${ZOO_EXPORTS:-build/onnx-zoo}
+mkdir -p "$out"
+/usr/bin/python3 scripts/onnx_zoo.py "$exports" >/dev/null
+exports=$(cd "$exports" && pwd)
+source bench/zoo_specs.sh
+write_zoo_specs "$out" "$exports" "[96, 160, 224]"
+# Each family's architecture hash (the key's prefix) and name.
+: > "$out/families.txt"
+for f in $zoo_families vgg11; do
+  key=$($carb space show --onnx "$exports/$f-bn.onnx" --resolution 224 --batch 1 --format csv |
+    sed -n 2p | cut -d, -f1)
+  echo "${key%%_r224*} $f" >> "$out/families.txt"
+done
+kernels() { # name, then the selection
+  local name=$1
+  shift
+  [ -s "$out/$name.csv" ] ||
+    $carb kernels "$@" --passes 5 --warmup 2 --format csv > "$out/$name.csv.part"
+  [ -s "$out/$name.csv" ] || mv "$out/$name.csv.part" "$out/$name.csv"
+}
+kernels zoo --spec "$out/zoo.yaml"
+kernels vgg --spec "$out/zoo-vgg.yaml"
+kernels resnet --spec examples/spaces/cpu-demo.yaml --sample 60 --seed 1
+CARB="$carb" /usr/bin/python3 bench/kernel_lofo.py "$out" "$out/zoo.csv" "$out/vgg.csv" \
+  "$out/resnet.csv"
