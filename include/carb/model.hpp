@@ -104,9 +104,12 @@ std::vector<TargetInfo> store_targets();
 /// runs off oneDNN (torch_native_macs: their share of the MAC terms plus their own term), and
 /// the pooling layers' terms (bytes and count: PyTorch pools plain NCHW tensors far slower than
 /// oneDNN's blocked ones).
-/// The last is not a term of the prior: the network's activation bytes at 1 ns a byte
+/// The last two are no terms of the prior: the network's activation bytes at 1 ns a byte
 /// (kActivationBytesMs), a cost the source may not pay at all (carb's engine folds batch-norm into
-/// its convs and runs ReLU as their post-op; PyTorch eager passes over every conv output again).
+/// its convs and runs ReLU as their post-op; PyTorch eager passes over every conv output again),
+/// and the fully connected layer's MACs at 1 ns a MAC (kFcMacMs), a cost the source hardly pays
+/// (Debian's libtorch runs at::linear on a generic BLAS: 19 times carb's engine's fc on ResNets,
+/// docs/torch.md).
 enum class AdditivePart {
   kMacs,
   kBytes,
@@ -114,14 +117,17 @@ enum class AdditivePart {
   kIntercept,
   kTorchNativeMacs,
   kPool,
-  kActivationBytes
+  kActivationBytes,
+  kFcMacs
 };
 inline constexpr std::size_t kAdditivePartCount =
-    static_cast<std::size_t>(AdditivePart::kActivationBytes) + 1;
-/// The parts that are terms of the prior, and sum to it: all but kActivationBytes.
-inline constexpr std::size_t kPriorPartCount = kAdditivePartCount - 1;
+    static_cast<std::size_t>(AdditivePart::kFcMacs) + 1;
+/// The parts that are terms of the prior, and sum to it: all but kActivationBytes and kFcMacs.
+inline constexpr std::size_t kPriorPartCount = kAdditivePartCount - 2;
 /// kActivationBytes' reference cost, ms per byte: 1 ns.
 inline constexpr double kActivationBytesMs = 1e-6;
+/// kFcMacs' reference cost, ms per MAC: 1 ns.
+inline constexpr double kFcMacMs = 1e-6;
 using AdditiveParts = std::array<double, kAdditivePartCount>;
 
 /// The name of carb's architecture feature schema. "carb-ir-2" added the per-layer-class totals

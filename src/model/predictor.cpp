@@ -181,6 +181,7 @@ std::vector<AdditiveParts> Predictor::additive_parts(const float* x, std::size_t
     return feature_column(names, name).value_or(names.size());
   };
   const std::size_t flops = column("log_flops");
+  const std::size_t fc_macs = column("log_macs_fc");
   const std::size_t native = column("log_torch_native_macs");
   const std::size_t activation = column("log_activation_bytes");
   const std::size_t cols = names.size();
@@ -211,6 +212,10 @@ std::vector<AdditiveParts> Predictor::additive_parts(const float* x, std::size_t
     if (activation < cols) {
       part[static_cast<std::size_t>(AdditivePart::kActivationBytes)] =
           std::expm1(static_cast<double>(row[activation])) * kActivationBytesMs;
+    }
+    if (fc_macs < cols) {
+      part[static_cast<std::size_t>(AdditivePart::kFcMacs)] =
+          std::expm1(static_cast<double>(row[fc_macs])) * kFcMacMs;
     }
     parts[i] = part;
   }

@@ -268,6 +268,7 @@ AdditiveParts fit_structural(const Rows& rows, const std::vector<std::size_t>& u
   const double common = std::exp(fit_scale(rows, use));
   Eigen::VectorXd target = Eigen::VectorXd::Constant(kParts, common);
   target(static_cast<Eigen::Index>(AdditivePart::kActivationBytes)) = 0;
+  target(static_cast<Eigen::Index>(AdditivePart::kFcMacs)) = 0;
   const Eigen::Index n = static_cast<Eigen::Index>(use.size());
   Eigen::MatrixXd a(n + kParts, kParts);
   Eigen::VectorXd b(n + kParts);

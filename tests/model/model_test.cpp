@@ -868,7 +868,7 @@ TEST(Fit, TheAdditivePriorRecoversAnAdditiveLatency) {
 
 // The transfer's structural correction scales these parts (docs/model.md, "Transfer"): the
 // prior's terms, split by kind, sum to the prior; the pooling part holds the pool class's terms;
-// the activation bytes, at 1 ns a byte, are no term of it.
+// the activation bytes, at 1 ns a byte, and the fc layer's MACs, at 1 ns a MAC, are no terms of it.
 TEST(Fit, AdditivePartsSplitThePriorAndAddTheActivationBytes) {
   const Dataset data = additive_store_data();
   const Predictor predictor = Predictor::fit(data, quick_options(), nullptr);
@@ -905,6 +905,10 @@ TEST(Fit, AdditivePartsSplitThePriorAndAddTheActivationBytes) {
                 1e-12 * value(i, "log_activation_bytes"))
         << i;
     EXPECT_GT(part(i, AdditivePart::kActivationBytes), 0) << i;
+    EXPECT_NEAR(part(i, AdditivePart::kFcMacs), value(i, "log_macs_fc") * kFcMacMs,
+                1e-12 * value(i, "log_macs_fc"))
+        << i;
+    EXPECT_GT(part(i, AdditivePart::kFcMacs), 0) << i;
     for (double p : parts[i]) EXPECT_GE(p, 0) << i;
     pool_total += pool;
   }
