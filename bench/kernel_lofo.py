@@ -57,7 +57,11 @@ def kernel_table(paths, families):
                 "window": row["window"], "stride": row["stride"], "groups": groups,
                 "chan_per_group": inputs[0][1] // groups, "inputs": len(inputs),
                 "macs_per_byte": macs / (in_bytes + out_bytes + weight_bytes),
-                **{"is_" + name: int(t == name) for name in TYPES}})
+                **{"is_" + name: int(t == name) for name in TYPES},
+                # The activation fused into it (the kernel's name ends "+swish", ...): a swish
+                # post-op costs a depthwise conv 2-4 times a ReLU.
+                **{"fused_" + a: int(row["kernel"].split("+")[-1].split("(")[0] == a
+                                     and "+" in row["kernel"]) for a in sorted(ACTIVATIONS)}})
     return table
 
 
