@@ -71,6 +71,7 @@ void run_devices(const std::string& format) {
 
 struct KernelsOptions {
   Selection selection;
+  OnnxModel onnx;
   std::string device = "cpu";
   int passes = 20;
   int warmup = 5;
@@ -78,10 +79,13 @@ struct KernelsOptions {
 };
 
 void run_kernels(const KernelsOptions& options) {
-  if (options.selection.spec.empty() == options.selection.keys_file.empty()) {
-    throw Error(ErrorCategory::kUsage, "give either --spec or --keys");
-  }
-  const std::vector<Config> configs = select_configs(options.selection);
+  const int given = static_cast<int>(!options.selection.spec.empty()) +
+                    static_cast<int>(!options.selection.keys_file.empty()) +
+                    static_cast<int>(!options.onnx.path.empty());
+  if (given != 1) throw Error(ErrorCategory::kUsage, "give one of --spec, --keys or --onnx");
+  const std::vector<Config> configs = options.onnx.path.empty()
+                                          ? select_configs(options.selection)
+                                          : std::vector<Config>{onnx_config(options.onnx)};
   const Format format = parse_format(options.format);
   // A kernel is described by the IR layer that decides its kind (its anchor); MACs and
   // parameters are those of every layer it computes.
@@ -488,6 +492,7 @@ void add_profile_verbs(CLI::App& app) {
   kernels_verb->add_option("--spec", kernels->selection.spec, "design-space spec (YAML)");
   kernels_verb->add_option("--keys", kernels->selection.keys_file,
                            "file with one configuration key per line");
+  add_onnx_options(*kernels_verb, kernels->onnx, "a spec or keys");
   kernels_verb->add_option("--sample", kernels->selection.sample, "N configurations of the spec");
   kernels_verb->add_option("--seed", kernels->selection.seed, "seed of the sample");
   kernels_verb->add_option("--device", kernels->device, "device id, kind or backend (default cpu)");

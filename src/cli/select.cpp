@@ -1,5 +1,7 @@
 #include "select.hpp"
 
+#include <CLI/CLI.hpp>
+
 #include <fstream>
 #include <sstream>
 
@@ -63,6 +65,30 @@ std::vector<Config> select_configs(const Selection& selection) {
   configs.reserve(indices.size());
   for (std::uint64_t index : indices) configs.push_back(space.at(index));
   return configs;
+}
+
+void add_onnx_options(CLI::App& command, OnnxModel& model, const std::string& what) {
+  command.add_option("--onnx", model.path,
+                     "an ONNX model file instead of " + what + " (docs/onnx.md)");
+  command
+      .add_option("--resolution", model.resolution,
+                  "with --onnx: input resolution (default: the file's own)")
+      ->check(CLI::Range(1, 8192));
+  command.add_option("--batch", model.batch, "with --onnx: batch size (default 1)")
+      ->check(CLI::Range(1, 65536));
+  command.add_option("--precision", model.precision, "with --onnx: fp32 (default), fp16 or bf16");
+}
+
+Config onnx_config(const OnnxModel& model) {
+  Architecture architecture = import_model(model.path);
+  const int resolution = model.resolution > 0 ? model.resolution : architecture.native_resolution;
+  const auto precision = parse_precision(model.precision);
+  if (!precision) {
+    throw Error(ErrorCategory::kUsage, "--precision '" + model.precision + "': fp32, fp16 or bf16",
+                "precision");
+  }
+  register_architecture(architecture);
+  return imported_config(architecture, resolution, model.batch, *precision);
 }
 
 }  // namespace carb::cli

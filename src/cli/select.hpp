@@ -7,6 +7,10 @@
 
 #include "carb/space.hpp"
 
+namespace CLI {
+class App;
+}  // namespace CLI
+
 namespace carb::cli {
 
 /// A whole file as text; throws carb::Error (input) naming `what` when it cannot be read.
@@ -26,5 +30,22 @@ struct Selection {
 
 /// The configurations a selection names, in order.
 std::vector<Config> select_configs(const Selection& selection);
+
+/// An ONNX model file as one configuration (`--onnx FILE [--resolution R] [--batch B]
+/// [--precision P]`).
+struct OnnxModel {
+  std::string path;    ///< empty: not given
+  int resolution = 0;  ///< 0: the file's own
+  int batch = 1;
+  std::string precision = "fp32";
+};
+
+/// Adds --onnx, --resolution, --batch and --precision to `command`, `what` saying what the file
+/// stands instead of (e.g. "a key").
+void add_onnx_options(CLI::App& command, OnnxModel& model, const std::string& what);
+
+/// The configuration of `model` (its architecture registered, so that its key resolves). Throws
+/// carb::Error: input for a file it cannot import, usage for a bad precision.
+Config onnx_config(const OnnxModel& model);
 
 }  // namespace carb::cli

@@ -10,6 +10,7 @@
 #include "carb/graph.hpp"
 #include "carb/space.hpp"
 #include "output.hpp"
+#include "select.hpp"
 #include "verbs.hpp"
 
 namespace carb::cli {
@@ -25,10 +26,7 @@ struct SpaceOptions {
   std::string roofline;
   std::string key;
   bool layers = false;
-  std::string onnx;
-  int resolution = 0;
-  int batch = 1;
-  std::string precision = "fp32";
+  OnnxModel onnx;
 };
 
 void add_spec_options(CLI::App& command, SpaceOptions& options, bool sampling) {
@@ -154,7 +152,7 @@ void run_features(const SpaceOptions& options) {
 // The configuration `carb space show` is asked for: a key, or a model file at a resolution,
 // batch and precision.
 Config shown_config(const SpaceOptions& options) {
-  if (options.onnx.empty()) {
+  if (options.onnx.path.empty()) {
     if (options.key.empty()) {
       throw Error(ErrorCategory::kUsage, "carb space show: give a key or --onnx FILE", "key");
     }
@@ -164,16 +162,7 @@ Config shown_config(const SpaceOptions& options) {
     throw Error(ErrorCategory::kUsage, "carb space show: give a key or --onnx FILE, not both",
                 "onnx");
   }
-  Architecture architecture = import_model(options.onnx);
-  const int resolution =
-      options.resolution > 0 ? options.resolution : architecture.native_resolution;
-  const auto precision = parse_precision(options.precision);
-  if (!precision) {
-    throw Error(ErrorCategory::kUsage,
-                "--precision '" + options.precision + "': fp32, fp16 or bf16", "precision");
-  }
-  register_architecture(architecture);
-  return imported_config(architecture, resolution, options.batch, *precision);
+  return onnx_config(options.onnx);
 }
 
 void run_show(const SpaceOptions& options) {
@@ -226,13 +215,7 @@ void add_space_verb(CLI::App& app) {
 
   CLI::App* show = space->add_subcommand("show", "one configuration by key: features or layers");
   show->add_option("key", options->key, "configuration key, e.g. basic18_w1_ds_r224_b1_fp32");
-  show->add_option("--onnx", options->onnx, "an ONNX model file instead of a key (docs/onnx.md)");
-  show->add_option("--resolution", options->resolution,
-                   "with --onnx: input resolution (default: the file's own)")
-      ->check(CLI::Range(1, 8192));
-  show->add_option("--batch", options->batch, "with --onnx: batch size (default 1)")
-      ->check(CLI::Range(1, 65536));
-  show->add_option("--precision", options->precision, "with --onnx: fp32 (default), fp16 or bf16");
+  add_onnx_options(*show, options->onnx, "a key");
   show->add_flag("--layers", options->layers, "print the layer table instead of the features");
   show->add_option("--roofline", options->roofline,
                    "add a roofline time for a device given as TFLOPS:GBPS, e.g. 67:3350");

@@ -226,7 +226,9 @@ TEST(ProfileCli, BadInputIsOneLineAndExitTwo) {
       {"kernels --keys " + keys, keys + ":2:3: key 'basic11_w1_ds_r64_b1_fp32'"},
       {"kernels --keys " + write_keys("ok-keys.txt", 1) + " --passes 0",
        "--passes: Value 0 not in range"},
-      {"kernels", "give either --spec or --keys"},
+      {"kernels", "give one of --spec, --keys or --onnx"},
+      {"kernels --keys " + keys + " --onnx m.onnx", "give one of --spec, --keys or --onnx"},
+      {"kernels --onnx /nonexistent.onnx", "/nonexistent.onnx"},
       {"export --db " + not_db, "not a carb database"},
       {"export --db /nonexistent.sqlite", "/nonexistent.sqlite"},
   };

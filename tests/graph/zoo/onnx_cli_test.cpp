@@ -60,6 +60,28 @@ TEST(OnnxCli, ShowsTheFeaturesOfAnExport) {
   EXPECT_NE(small["key"].get<std::string>().find("_r160_b4_fp32"), std::string::npos);
 }
 
+// carb kernels --onnx: the model's kernels, each computing its share of torchvision's MACs.
+TEST(OnnxCli, KernelsOfAnExportCarryAllItsMacs) {
+  if (const std::string why = carb_test::zoo_missing(); !why.empty()) GTEST_SKIP() << why;
+  const nlohmann::json& truths = carb_test::zoo_truths()["models"];
+  const CommandResult result = run("kernels --onnx " + zoo_file("mobilenet_v2-bn.onnx") +
+                                       " --resolution 160 --batch 2 --passes 2 --warmup 1 "
+                                       "--format json",
+                                   false);
+  ASSERT_EQ(result.exit_code, 0) << result.out;
+  const nlohmann::json rows = nlohmann::json::parse(result.out);
+  ASSERT_GT(rows.size(), 50u);  // 52 convs fused with their batch norms and ReLU6s, pool, fc
+  std::int64_t macs = 0;
+  int depthwise = 0;
+  for (const nlohmann::json& row : rows) {
+    EXPECT_NE(row["key"].get<std::string>().find("_r160_b2_fp32"), std::string::npos);
+    macs += row["macs"].get<std::int64_t>();
+    if (row["class"] == "conv_depthwise") ++depthwise;
+  }
+  EXPECT_EQ(macs, 2 * truths["mobilenet_v2"]["macs"]["160"].get<std::int64_t>());
+  EXPECT_EQ(depthwise, 17);
+}
+
 TEST(OnnxCli, ClassifierAtAnotherResolutionIsOneLineNamingTheFcLayer) {
   if (const std::string why = carb_test::zoo_missing(); !why.empty()) GTEST_SKIP() << why;
   const CommandResult result =
