@@ -2,12 +2,18 @@
 // callback, and stop cleanly on Ctrl-C (KeyboardInterrupt): every finished measurement is kept.
 #include <unistd.h>
 
+#include <cstdint>
 #include <cstdlib>
 #include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
 
 #include "binding.hpp"
 #include "carb/campaign.hpp"
 #include "carb/error.hpp"
+#include "carb/measure.hpp"
 
 namespace carb::python {
 
@@ -71,6 +77,50 @@ void bind_campaign(py::module_& m) {
       .def("to_json", [](const Protocol& p) { return p.to_json().dump(); });
 
   m.def("parse_duration", &parse_duration_s, py::arg("text"));
+
+  // carb kernels: the columns key, index, for_each_kernel_column's, pass_ms; timed with the GIL
+  // released, the rows made Python objects after.
+  m.def(
+      "kernels",
+      [](const std::vector<std::string>& keys, const std::string& device, int warmup, int passes,
+         std::uint64_t seed) {
+        using Value = std::variant<std::string, std::int64_t, double, std::optional<std::string>,
+                                   std::optional<std::int64_t>>;
+        std::vector<std::string> names = {"key", "index"};
+        for_each_kernel_column(Network{}, KernelTime{}, 0, [&](std::string_view name, const auto&) {
+          names.emplace_back(name);
+        });
+        names.emplace_back("pass_ms");
+        std::vector<std::vector<Value>> rows;
+        std::vector<Config> configs;
+        configs.reserve(keys.size());
+        for (const std::string& key : keys) configs.push_back(parse_key(key));
+        without_gil([&] {
+          profile_kernels(
+              configs, device, seed, warmup, passes,
+              [&](const Network& network, const KernelBreakdown& times) {
+                const double sum_ms = kernels_sum_ms(times);
+                for (std::size_t k = 0; k < times.kernels.size(); ++k) {
+                  std::vector<Value> row = {to_key(network.config), static_cast<std::int64_t>(k)};
+                  for_each_kernel_column(
+                      network, times.kernels[k], sum_ms,
+                      [&](std::string_view, const auto& value) { row.emplace_back(value()); });
+                  row.emplace_back(times.pass_median_ms);
+                  rows.push_back(std::move(row));
+                }
+              });
+        });
+        py::dict columns;
+        for (std::size_t c = 0; c < names.size(); ++c) {
+          py::list column;
+          for (const std::vector<Value>& row : rows) {
+            column.append(std::visit([](const auto& v) { return py::cast(v); }, row[c]));
+          }
+          columns[py::str(names[c])] = column;
+        }
+        return columns;
+      },
+      py::arg("keys"), py::arg("device"), py::arg("warmup"), py::arg("passes"), py::arg("seed"));
   m.attr("DEFAULT_DRIFT_PROBE") = std::string(kDefaultDriftProbe);
 
   m.def(

@@ -135,6 +135,60 @@ struct KernelBreakdown {
   int passes = 0;                   ///< kernel-by-kernel passes (and whole passes) timed
 };
 
+/// The one definition of a kernel's row in `carb kernels` and the Python module's `kernels()`:
+/// kernel (its name), implementation; of the IR layer that decides its kind (the first of
+/// KernelInfo::layers; nullopt where the kernel names none): kind, class, input_shape,
+/// output_shape, window, stride, groups; macs and params of every layer it computes; median_ms,
+/// and share: its part of `kernels_ms`, the sum of its pass's kernels. Calls `column(name,
+/// value)`: `value()` gives std::string, double or std::optional of std::string or std::int64_t.
+template <typename Column>
+void for_each_kernel_column(const Network& network, const KernelTime& time, double kernels_ms,
+                            Column&& column) {
+  const std::vector<int>& layers = time.kernel.layers;
+  const Layer* anchor =
+      layers.empty() ? nullptr : &network.layers[static_cast<std::size_t>(layers.front())];
+  const auto text = [&](auto&& of) -> std::optional<std::string> {
+    return anchor ? std::optional<std::string>(of(*anchor)) : std::nullopt;
+  };
+  const auto number = [&](auto&& of) -> std::optional<std::int64_t> {
+    return anchor ? std::optional<std::int64_t>(of(*anchor)) : std::nullopt;
+  };
+  const auto total = [&](std::int64_t Layer::*field) -> std::optional<std::int64_t> {
+    if (!anchor) return std::nullopt;
+    std::int64_t sum = 0;
+    for (int index : layers) sum += network.layers[static_cast<std::size_t>(index)].*field;
+    return sum;
+  };
+  column(std::string_view("kernel"), [&] { return time.kernel.name; });
+  column(std::string_view("implementation"), [&] { return time.kernel.implementation; });
+  column(std::string_view("kind"),
+         [&] { return text([](const Layer& l) { return std::string(to_string(l.kind)); }); });
+  column(std::string_view("class"), [&] {
+    return text([&](const Layer& l) { return std::string(to_string(layer_class_of(network, l))); });
+  });
+  column(std::string_view("input_shape"),
+         [&] { return text([&](const Layer& l) { return input_shapes(network, l); }); });
+  column(std::string_view("output_shape"), [&] {
+    return text([&](const Layer& l) {
+      return to_string(network.tensors[static_cast<std::size_t>(l.output)]);
+    });
+  });
+  column(std::string_view("window"),
+         [&] { return number([](const Layer& l) { return l.kernel; }); });
+  column(std::string_view("stride"),
+         [&] { return number([](const Layer& l) { return l.stride; }); });
+  column(std::string_view("groups"),
+         [&] { return number([](const Layer& l) { return l.groups; }); });
+  column(std::string_view("macs"), [&] { return total(&Layer::macs); });
+  column(std::string_view("params"), [&] { return total(&Layer::params); });
+  column(std::string_view("median_ms"), [&] { return time.median_ms; });
+  column(std::string_view("share"),
+         [&] { return kernels_ms > 0 ? time.median_ms / kernels_ms : 0.0; });
+}
+
+/// The sum of a breakdown's kernels' medians, ms (for_each_kernel_column's `kernels_ms`).
+double kernels_sum_ms(const KernelBreakdown& breakdown);
+
 /// Times `session` kernel by kernel (Session::run_kernel): `warmup_passes` whole passes, then
 /// `passes` rounds of one whole pass and one pass a kernel at a time. The kernels' medians need
 /// not sum to the whole pass's: each waits for its kernel, and runs it after its predecessor

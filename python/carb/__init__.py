@@ -48,7 +48,7 @@ DEFAULT_DRIFT_PROBE: str = _carb.DEFAULT_DRIFT_PROBE
 __all__ = [
     "BLOCKS", "CarbRuntimeError", "DEFAULT_DRIFT_PROBE", "InputError", "Model", "PRECISIONS",
     "Space", "characterize", "devices", "features", "fit", "git_commit", "layers", "load_model",
-    "load_space", "measurements", "profile", "report", "screen",
+    "kernels", "load_space", "measurements", "profile", "report", "screen",
 ]
 
 PathLike = Union[str, "_os.PathLike[str]"]
@@ -633,6 +633,21 @@ def measurements(db: PathLike, ok_only: bool = False) -> pd.DataFrame:
 def devices() -> pd.DataFrame:
     """This machine's devices (``carb devices``): what each runs, and its energy meter."""
     return pd.DataFrame(_carb.devices())
+
+
+def kernels(configurations: Keys, *, device: str = "cpu", passes: int = 20, warmup: int = 5,
+            seed: int = 1) -> pd.DataFrame:
+    """Where each configuration's forward pass spends its time, kernel by kernel (``carb
+    kernels``; docs/cli.md): one row per kernel in execution order, its IR layers' kind, class,
+    shapes, MACs and parameters, its median time, its share of the kernels' sum and the whole
+    pass's median. A diagnostic in this process: nothing is stored."""
+    keys = _keys_of(configurations)
+    if keys is None:
+        raise _input_error("kernels takes configuration keys", "configurations")
+    if passes < 1 or warmup < 0:
+        raise _input_error(f"passes {passes}, warmup {warmup}: at least one pass, no negative "
+                           "warm-up", "passes")
+    return _frame(_carb.kernels(keys, device, warmup, passes, seed))
 
 
 def _protocol(**given: Any) -> Protocol:

@@ -7,6 +7,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <variant>
 #include <vector>
 
@@ -27,6 +28,28 @@ template <typename T>
 Cell or_null(const std::optional<T>& value) {
   if (!value) return Cell(kNull);
   return Cell(*value);
+}
+
+template <typename T>
+Cell cell_of(T value);
+
+/// The cell of a value that may not exist (an imported architecture's ResNet knob): null.
+template <typename T>
+Cell cell_of(std::optional<T> value) {
+  return value ? cell_of(*value) : Cell(kNull);
+}
+
+/// The cell of a value as the writers print it: an enum (block, precision) by name, an int as
+/// std::int64_t.
+template <typename T>
+Cell cell_of(T value) {
+  if constexpr (std::is_enum_v<T>) {
+    return std::string(to_string(value));
+  } else if constexpr (std::is_same_v<T, int>) {
+    return std::int64_t{value};
+  } else {
+    return value;
+  }
 }
 
 enum class Format { kTable, kCsv, kJson };

@@ -87,44 +87,22 @@ void run_kernels(const KernelsOptions& options) {
                                           ? select_configs(options.selection)
                                           : std::vector<Config>{onnx_config(options.onnx)};
   const Format format = parse_format(options.format);
-  // A kernel is described by the IR layer that decides its kind (its anchor); MACs and
-  // parameters are those of every layer it computes.
-  auto writer = make_row_writer(
-      format,
-      {"key", "index", "kernel", "implementation", "kind", "class", "input_shape", "output_shape",
-       "window", "stride", "groups", "macs", "params", "median_ms", "share", "pass_ms"},
-      std::cout);
+  std::vector<std::string> columns = {"key", "index"};
+  for_each_kernel_column(Network{}, KernelTime{}, 0,
+                         [&](std::string_view name, const auto&) { columns.emplace_back(name); });
+  columns.emplace_back("pass_ms");
+  auto writer = make_row_writer(format, columns, std::cout);
   profile_kernels(
       configs, options.device, options.selection.seed == 0 ? 1 : options.selection.seed,
       options.warmup, options.passes, [&](const Network& network, const KernelBreakdown& times) {
-        double sum_ms = 0;
-        for (const KernelTime& time : times.kernels) sum_ms += time.median_ms;
+        const double sum_ms = kernels_sum_ms(times);
         const std::string key = to_key(network.config);
         for (std::size_t k = 0; k < times.kernels.size(); ++k) {
-          const KernelTime& time = times.kernels[k];
-          std::vector<Cell> row = {key, static_cast<std::int64_t>(k), time.kernel.name,
-                                   time.kernel.implementation};
-          if (time.kernel.layers.empty()) {
-            row.insert(row.end(), 9, kNull);
-          } else {
-            const Layer& anchor =
-                network.layers[static_cast<std::size_t>(time.kernel.layers.front())];
-            std::int64_t macs = 0;
-            std::int64_t params = 0;
-            for (int index : time.kernel.layers) {
-              macs += network.layers[static_cast<std::size_t>(index)].macs;
-              params += network.layers[static_cast<std::size_t>(index)].params;
-            }
-            row.insert(row.end(),
-                       {std::string(to_string(anchor.kind)),
-                        std::string(to_string(layer_class_of(network, anchor))),
-                        input_shapes(network, anchor),
-                        to_string(network.tensors[static_cast<std::size_t>(anchor.output)]),
-                        std::int64_t{anchor.kernel}, std::int64_t{anchor.stride},
-                        std::int64_t{anchor.groups}, macs, params});
-          }
-          row.insert(row.end(), {time.median_ms, sum_ms > 0 ? time.median_ms / sum_ms : 0.0,
-                                 times.pass_median_ms});
+          std::vector<Cell> row = {key, static_cast<std::int64_t>(k)};
+          for_each_kernel_column(
+              network, times.kernels[k], sum_ms,
+              [&](std::string_view, const auto& value) { row.push_back(cell_of(value())); });
+          row.emplace_back(times.pass_median_ms);
           writer->row(row);
         }
         if (format == Format::kTable) {

@@ -65,27 +65,6 @@ void for_each_selected(const Space& space, SpaceFeatures& features, const SpaceO
   for (std::uint64_t index : indices) visit(index);
 }
 
-// A feature row's cell as the writers print it: block and precision by name, integers wide.
-template <typename T>
-Cell cell_of(T value);
-
-// A knob an imported architecture does not have: null.
-template <typename T>
-Cell cell_of(std::optional<T> value) {
-  return value ? cell_of(*value) : Cell(kNull);
-}
-
-template <typename T>
-Cell cell_of(T value) {
-  if constexpr (std::is_enum_v<T>) {
-    return std::string(to_string(value));
-  } else if constexpr (std::is_same_v<T, int>) {
-    return std::int64_t{value};
-  } else {
-    return value;
-  }
-}
-
 std::vector<Cell> row_cells(const Config& config, const Features& features,
                             const FeatureColumnOptions& options) {
   std::vector<Cell> cells;

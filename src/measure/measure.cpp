@@ -551,6 +551,12 @@ Measurement measure_configuration(const Device& device, const Config& config,
   return measurement;
 }
 
+double kernels_sum_ms(const KernelBreakdown& breakdown) {
+  double sum = 0;
+  for (const KernelTime& time : breakdown.kernels) sum += time.median_ms;
+  return sum;
+}
+
 std::optional<KernelBreakdown> time_kernels(Session& session, int warmup_passes, int passes) {
   if (passes < 1 || warmup_passes < 0) {
     throw Error(ErrorCategory::kUsage,

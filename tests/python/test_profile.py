@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import carb
-from conftest import SPACES, cli_error
+from conftest import SPACES, cli_error, run_cli
 
 # Tiny networks that run in well under a millisecond, and a protocol of hundredths of a second.
 TINY = [f"basic10_w0.25_nods_r32_b{b}_fp32_k10" for b in range(1, 13)]
@@ -65,6 +65,30 @@ def test_profile_on_the_pytorch_backend(tmp_path):
     assert summary["measured"] == {"ok": 1}
     [library] = set(carb.measurements(tmp_path / "torch.sqlite")["device_fingerprint"])
     assert "PyTorch" in library
+
+
+def test_kernels_are_the_command_lines_rows(tmp_path):
+    """carb.kernels gives carb kernels' columns, one row per kernel, and its errors."""
+    frame = carb.kernels(TINY[:2], passes=2, warmup=1)
+    keys = tmp_path / "keys.txt"
+    keys.write_text("".join(key + "\n" for key in TINY[:2]))
+    out = run_cli("kernels", "--keys", keys, "--passes", 2, "--warmup", 1, "--format",
+                  "csv").stdout
+    header, *rows = out.strip().split("\n")
+    assert list(frame.columns) == header.split(",")
+    assert len(frame) == len(rows)
+    assert list(frame["kernel"]) == [row.split(",")[2] for row in rows]
+    for key, group in frame.groupby("key"):
+        assert list(group["index"]) == list(range(len(group)))
+        assert group["share"].sum() == pytest.approx(1.0)
+        assert group["macs"].sum() == carb.features([key])["macs"][0]
+    assert (frame["median_ms"] > 0).all() and (frame["pass_ms"] > 0).all()
+    message, code = cli_error("kernels", "--keys", keys, "--device", "cuda:3")
+    with pytest.raises(carb.InputError) as raised:
+        carb.kernels(TINY[:1], device="cuda:3")
+    assert str(raised.value) == message and code == 2
+    with pytest.raises(carb.InputError):
+        carb.kernels(TINY[:1], passes=0)
 
 
 def test_profile_errors_are_the_command_lines(tmp_path, monkeypatch):
