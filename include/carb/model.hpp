@@ -108,7 +108,7 @@ std::vector<TargetInfo> store_targets();
 /// (kActivationBytesMs), a cost the source may not pay at all (carb's engine folds batch-norm into
 /// its convs and runs ReLU as their post-op; PyTorch eager passes over every conv output again),
 /// and the fully connected layer's MACs at 1 ns a MAC (kFcMacMs), a cost the source hardly pays
-/// (Debian's libtorch runs at::linear on a generic BLAS: 19 times carb's engine's fc on ResNets,
+/// (Debian's libtorch runs at::linear on a generic BLAS: 17 times carb's engine's fc on ResNets,
 /// docs/torch.md).
 enum class AdditivePart {
   kMacs,
