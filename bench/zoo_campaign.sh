@@ -15,12 +15,8 @@ carb=${CARB:-build/src/cli/carb}
 out=${1:-out/zoo}
 resnets=${2:-300}
 device=${DEVICE:-cpu:0}
-exports=${ZOO_EXPORTS:-build/onnx-zoo}
-mkdir -p "$out"
-/usr/bin/python3 scripts/onnx_zoo.py "$exports" >/dev/null
-exports=$(cd "$exports" && pwd)
 source bench/zoo_specs.sh
-write_zoo_specs "$out" "$exports" "[96, 128, 160, 192, 224]"
+write_zoo_specs "$out" "[96, 128, 160, 192, 224]"  # sets exports
 db="$out/zoo.sqlite"
 $carb profile --device "$device" --spec examples/spaces/cpu-demo.yaml --sample "$resnets" \
   --seed 1 --sampling stratified --db "$db"
