@@ -7,8 +7,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "carb/backend.hpp"
@@ -119,6 +121,24 @@ class WholePassOnly final : public testing::ForwardingSession {
   bool run_kernel(std::size_t /*index*/) override { return false; }
 };
 
+// A session whose kernel k takes (k + 1) ms and whose pass takes their sum, so that each timing
+// has a floor it cannot be under if it covers its own kernel: sleeping is never shorter than asked.
+class SleepingSession final : public testing::ForwardingSession {
+ public:
+  using ForwardingSession::ForwardingSession;
+  static std::chrono::milliseconds kernel_time(std::size_t index) {
+    return std::chrono::milliseconds(static_cast<long>(index) + 1);
+  }
+  void run() override {
+    for (std::size_t k = 0; k < kernels().size(); ++k) std::this_thread::sleep_for(kernel_time(k));
+  }
+  void sync() override {}
+  bool run_kernel(std::size_t index) override {
+    std::this_thread::sleep_for(kernel_time(index));
+    return true;
+  }
+};
+
 TEST(Measure, TimesEveryKernelOfAPassAndThePassBesideThem) {
   const auto session = cpu_device().prepare(parse_key(kTinyKey), 1);
   const auto breakdown = time_kernels(*session, 1, 5);
@@ -126,21 +146,32 @@ TEST(Measure, TimesEveryKernelOfAPassAndThePassBesideThem) {
   EXPECT_EQ(breakdown->passes, 5);
   const std::vector<KernelInfo> kernels = session->kernels();
   ASSERT_EQ(breakdown->kernels.size(), kernels.size());
-  double sum_ms = 0;
   for (std::size_t k = 0; k < kernels.size(); ++k) {
     EXPECT_EQ(breakdown->kernels[k].kernel.name, kernels[k].name);
     EXPECT_GT(breakdown->kernels[k].median_ms, 0);
-    sum_ms += breakdown->kernels[k].median_ms;
   }
-  // The kernels run one at a time are the pass, give or take waiting after each: not a speed
-  // goal, a check that each timing covers its kernel and nothing else (a factor of 3 either way).
   EXPECT_GT(breakdown->pass_median_ms, 0);
-  EXPECT_LT(sum_ms, 3 * breakdown->pass_median_ms);
-  EXPECT_GT(sum_ms, breakdown->pass_median_ms / 3);
+  // How the real kernels add up to the pass is a figure of bench/kernel_lofo.sh, not a test: a
+  // loaded machine (sanitizers, two tests a core) can stretch a pass many times over its kernels.
 
   EXPECT_THROW(time_kernels(*session, 1, 0), Error);
   WholePassOnly whole(cpu_device().prepare(parse_key(kTinyKey), 1));
   EXPECT_FALSE(time_kernels(whole, 1, 2).has_value());
+}
+
+TEST(Measure, EachKernelsTimeIsItsOwnAndThePassIsTimedWhole) {
+  SleepingSession sleeping(cpu_device().prepare(parse_key(kTinyKey), 1));
+  const auto breakdown = time_kernels(sleeping, 0, 3);
+  ASSERT_TRUE(breakdown.has_value());
+  ASSERT_GE(breakdown->kernels.size(), 3u);
+  double floor_ms = 0;
+  for (std::size_t k = 0; k < breakdown->kernels.size(); ++k) {
+    const double own_ms = static_cast<double>(SleepingSession::kernel_time(k).count());
+    // A kernel timed with its predecessor's (shorter) work, or not at all, falls under its floor.
+    EXPECT_GE(breakdown->kernels[k].median_ms, own_ms) << "kernel " << k;
+    floor_ms += own_ms;
+  }
+  EXPECT_GE(breakdown->pass_median_ms, floor_ms);
 }
 
 TEST(Measure, UnsupportedIsAStatusNotAnException) {
