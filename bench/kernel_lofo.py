@@ -1,9 +1,11 @@
 """Leave-one-family-out with kernel-level CARB models (bench/kernel_lofo.sh runs it).
 
-    python3 bench/kernel_lofo.py OUT-DIR KERNELS.csv...
+    python3 bench/kernel_lofo.py OUT-DIR KERNELS.csv... [--train-only KERNELS.csv...]
 
 KERNELS.csv are `carb kernels --format csv` outputs; OUT-DIR/families.txt maps an architecture
 hash to its family ("graph-HASH NAME" per line; a ResNet of carb's space is "resnet-space").
+Kernels of the files after --train-only (bench/kernel_campaign.py's chains) are in every
+family's training set and never held out.
 """
 import collections
 import csv
@@ -34,7 +36,7 @@ def dims(text):
     return [int(x) for x in text.split("x")]
 
 
-def kernel_table(paths, families):
+def kernel_table(paths, families, default_family="resnet-space"):
     """One row of numeric features per kernel."""
     table = []
     for path in paths:
@@ -49,7 +51,7 @@ def kernel_table(paths, families):
             t = kernel_type(row)
             prefix = row["key"].split("_r")[0]
             table.append({
-                "key": row["key"], "family": families.get(prefix, "resnet-space"),
+                "key": row["key"], "family": families.get(prefix, default_family),
                 "pass_ms": row["pass_ms"], "median_ms": row["median_ms"], "macs": macs,
                 "in_bytes": in_bytes, "out_bytes": out_bytes, "weight_bytes": weight_bytes,
                 "batch": out[0], "cin": inputs[0][1], "cout": out[1],
@@ -74,8 +76,11 @@ def write(path, rows):
 
 def main():
     out = sys.argv[1]
+    args = sys.argv[2:]
+    train_only = args[args.index("--train-only") + 1:] if "--train-only" in args else []
+    measured = args[:len(args) - len(train_only) - (1 if train_only else 0)]
     families = dict(line.split() for line in open(os.path.join(out, "families.txt")))
-    table = kernel_table(sys.argv[2:], families)
+    table = kernel_table(measured, families) + kernel_table(train_only, {}, "synthetic")
     features = ",".join(list(table[0])[4:])
     passes = {r["key"]: float(r["pass_ms"]) for r in table}
     sums = collections.defaultdict(float)
@@ -87,7 +92,7 @@ def main():
                                np.percentile(ratio, 95)))
     errors = []
     print("held-out family, configurations, latency MAPE, within +-10%, median error")
-    for held in sorted({r["family"] for r in table} - {"resnet-space"}):
+    for held in sorted({r["family"] for r in table} - {"resnet-space", "synthetic"}):
         train = [r for r in table if r["family"] != held]
         test = [r for r in table if r["family"] == held]
         write(f"{out}/train-{held}.csv", train)
@@ -95,7 +100,7 @@ def main():
         model = f"{out}/model-{held}.json"
         subprocess.run([CARB, "fit", "--table", f"{out}/train-{held}.csv", "--features", features,
                         "--target", "latency=median_ms", "--batch-column", "batch", "--seed", "1",
-                        "-o", model] + os.environ.get("FIT_ARGS", "").split(),
+                        "-o", model] + os.environ.get("FIT_ARGS", "--prior none").split(),
                        check=True, capture_output=True)
         predicted = subprocess.run(
             [CARB, "predict", "--model", model, "--table", f"{out}/test-{held}.csv", "--format",
