@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <iterator>
 #include <map>
 #include <optional>
 #include <random>
@@ -213,14 +214,24 @@ TEST_F(FaultTest, AWorkerDiesWithItsKilledCampaign) {
        dir.file("orphan.log"),
        {{"CARB_WORKER_FAULT", "hang"}},
        std::nullopt});
-  // Wait for the worker (it hangs after prepare), then kill the campaign under it.
+  // Wait for the worker to be carb's __worker verb (it hangs after prepare), then kill the
+  // campaign under it. A child found between fork and exec could see its parent gone before its
+  // death signal was armed and exit 127 on its own (worker.cpp's getppid check): that is not the
+  // case this test is about.
+  const auto is_worker = [](pid_t child) {
+    std::ifstream file("/proc/" + std::to_string(child) + "/cmdline");
+    const std::string cmdline((std::istreambuf_iterator<char>(file)), {});
+    return cmdline.find(std::string("__worker") + '\0') != std::string::npos;
+  };
   std::vector<pid_t> workers;
   const auto deadline = Clock::now() + std::chrono::seconds(30);
-  while (workers.empty() && Clock::now() < deadline) {
+  while (Clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
     workers = children_of(pid);
+    if (workers.size() == 1 && is_worker(workers[0])) break;
   }
   ASSERT_EQ(workers.size(), 1u) << slurp(dir.file("orphan.log"));
+  ASSERT_TRUE(is_worker(workers[0])) << slurp(dir.file("orphan.log"));
   ASSERT_EQ(::kill(pid, SIGKILL), 0);
   EXPECT_EQ(wait_for(pid), 128 + SIGKILL);
   // Without PR_SET_PDEATHSIG the hung worker would run on forever; it must be killed now.
