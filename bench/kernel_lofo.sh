@@ -1,19 +1,17 @@
 #!/usr/bin/env bash
-# A kernel-level predictor, nn-Meter's way, tried on the zoo (issue: any CNN via ONNX; figures in
+# carb's kernel model, nn-Meter's way, on the zoo (issue: any CNN via ONNX; figures in
 # docs/benchmarks.md "Kernel by kernel"): `carb kernels` times every kernel of torchvision's
 # families at 3 resolutions x 5 batches (vgg11 at 224 px) and of 60 ResNets of cpu-demo.yaml on
-# this machine's CPU engine; then, per held-out family, carb fit --table fits CARB on the other
-# families' kernels, carb predict --table predicts the held-out family's kernels, and their sum
-# (times the training configurations' median pass / kernel-sum ratio) is scored against the
-# measured whole pass: MAPE and the share within +-10% per family. It does so twice: on the zoo's
-# and the ResNets' kernels alone, then with a kernel campaign of its own in every training set
-# (bench/kernel_campaign.py: SYNTHETIC_MODELS random chains of every kernel kind and activation,
-# SYNTHETIC_CONFIGS of them at random resolutions and batches).
+# this machine's CPU engine; then, per held-out family, `carb fit --kernels` fits a kernel model
+# on the other families' kernels and `carb predict` sums the held-out family's planned kernels,
+# scored against each configuration's measured whole pass (bench/kernel_lofo.py). It does so
+# twice: on the zoo's and the ResNets' kernels alone, then with a kernel campaign of its own in
+# every training set (bench/kernel_campaign.py: SYNTHETIC_MODELS random chains of every kernel
+# kind and activation, SYNTHETIC_CONFIGS of them at random resolutions and batches).
 #   bash bench/kernel_lofo.sh [out-dir (out/kernel-lofo)]
-# FIT_ARGS are carb fit's options beyond the table's (default "--prior none": the table fit's
-# default prior, a ridge, extrapolates the kernels of a family no other has, densenet's, to 10^8 %).
-# The kernel timings in out-dir are reused when there (delete them to measure again). A quiet
-# machine matters: nothing else should run while the kernels are timed.
+# FIT_ARGS are further carb fit options (the kernel model's default prior is none). The kernel
+# timings in out-dir are reused when there (delete them to measure again). A quiet machine
+# matters: nothing else should run while the kernels are timed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 carb=${CARB:-build/src/cli/carb}

@@ -85,7 +85,7 @@ void bind_campaign(py::module_& m) {
       [](const std::vector<std::string>& keys, const std::string& device, int warmup, int passes,
          std::uint64_t seed) {
         using Value = std::variant<std::string, std::int64_t, double, std::optional<std::string>,
-                                   std::optional<std::int64_t>>;
+                                   std::optional<std::int64_t>, std::optional<double>>;
         std::vector<std::string> names = {"key", "index"};
         for_each_kernel_column(Network{}, KernelTime{}, 0, [&](std::string_view name, const auto&) {
           names.emplace_back(name);

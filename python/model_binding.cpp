@@ -87,6 +87,11 @@ py::dict predict_rows(const Predictor& model, const FeatureRows& rows, std::size
 }
 
 void require_schema(const Predictor& model, bool table) {
+  if (model.schema() == kKernelSchema) {
+    throw Error(ErrorCategory::kUsage,
+                "a kernel model: the Python module does not sum kernels yet; predict it with the "
+                "command line (docs/onnx.md, \"Kernel model\")");
+  }
   if (table && model.schema() != "table") {
     throw Error(ErrorCategory::kUsage,
                 "this model predicts from configurations: give keys or a space, not a table");

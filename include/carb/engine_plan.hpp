@@ -50,6 +50,20 @@ struct Op {
   std::string name;  ///< the IR layers it computes, e.g. "layer1.0.conv2+bn2+add+relu"
 };
 
+/// The IR layers `op` computes: its anchor, then the batch norm and the activation fused into it.
+std::vector<int> op_layers(const Op& op);
+
+/// The kernel-level latency model's features of one kernel (docs/onnx.md, "Kernel model"), the
+/// one definition that `carb kernels` writes beside each kernel's time and that predicting from
+/// a network's execution plan computes: bytes read and written, weight bytes, MACs and their
+/// ratio to bytes, batch, channels, spatial sizes, window, stride, groups, the number of inputs,
+/// the kind of kernel (one-hot: pointwise, dense, stem, depthwise or grouped conv, fc, pools,
+/// batch norm, eltwise, add, mul, concat, shuffle, slice) and the activation fused into it.
+const std::vector<std::string>& kernel_feature_names();
+/// Values in kernel_feature_names()'s order for the kernel that computes `layers` of `network`
+/// (op_layers' order: the anchor first); empty for no layers.
+std::vector<double> kernel_features(const Network& network, const std::vector<int>& layers);
+
 /// One activation buffer: a tensor and every tensor written over it in place.
 struct Value {
   Shape shape;        ///< that of `tensor`

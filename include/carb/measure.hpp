@@ -4,6 +4,7 @@
 // backend. Statuses and latency statistics are the store's types (carb/store.hpp).
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <exception>
 #include <functional>
@@ -16,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "carb/backend.hpp"
+#include "carb/engine_plan.hpp"
 #include "carb/store.hpp"
 #include "carb/telemetry.hpp"
 
@@ -139,8 +141,9 @@ struct KernelBreakdown {
 /// kernel (its name), implementation; of the IR layer that decides its kind (the first of
 /// KernelInfo::layers; nullopt where the kernel names none): kind, class, input_shape,
 /// output_shape, window, stride, groups; macs and params of every layer it computes; median_ms,
-/// and share: its part of `kernels_ms`, the sum of its pass's kernels. Calls `column(name,
-/// value)`: `value()` gives std::string, double or std::optional of std::string or std::int64_t.
+/// and share: its part of `kernels_ms`, the sum of its pass's kernels; then the kernel model's
+/// features (engine::kernel_feature_names). Calls `column(name, value)`: `value()` gives
+/// std::string, double or std::optional of std::string, std::int64_t or double.
 template <typename Column>
 void for_each_kernel_column(const Network& network, const KernelTime& time, double kernels_ms,
                             Column&& column) {
@@ -184,6 +187,23 @@ void for_each_kernel_column(const Network& network, const KernelTime& time, doub
   column(std::string_view("median_ms"), [&] { return time.median_ms; });
   column(std::string_view("share"),
          [&] { return kernels_ms > 0 ? time.median_ms / kernels_ms : 0.0; });
+  // The features not already a column above (macs, window, stride, groups are, of equal value).
+  const std::vector<double> features = engine::kernel_features(network, layers);
+  const std::vector<std::string>& feature_names = engine::kernel_feature_names();
+  for (std::size_t f = 0; f < feature_names.size(); ++f) {
+    const std::string& name = feature_names[f];
+    if (name == "macs" || name == "window" || name == "stride" || name == "groups") continue;
+    if (name == "macs_per_byte") {
+      column(std::string_view(name), [&] {
+        return features.empty() ? std::optional<double>() : std::optional<double>(features[f]);
+      });
+      continue;
+    }
+    column(std::string_view(name), [&] {  // the others are whole numbers, written exactly
+      return features.empty() ? std::optional<std::int64_t>()
+                              : std::optional<std::int64_t>(std::llround(features[f]));
+    });
+  }
 }
 
 /// The sum of a breakdown's kernels' medians, ms (for_each_kernel_column's `kernels_ms`).

@@ -137,6 +137,9 @@ using AdditiveParts = std::array<double, kAdditivePartCount>;
 /// prepare_peak_bytes); "carb-ir-5" the MACs PyTorch runs off oneDNN (torch_native_macs). A
 /// model of another schema must be refitted.
 inline constexpr std::string_view kArchitectureSchema = "carb-ir-5";
+/// The feature schema of a kernel model (dataset_from_kernels): one row per kernel of carb's CPU
+/// engine, the features engine::kernel_features, the target the kernel's part of a whole pass.
+inline constexpr std::string_view kKernelSchema = "kernels";
 /// The architecture-only feature names of schema kArchitectureSchema.
 const std::vector<std::string>& architecture_feature_names();
 /// Whether an architecture feature is one of the per-layer-class totals or per-layer roofline
@@ -193,6 +196,18 @@ TargetInfo parse_table_target(std::string_view text);
 /// A dataset from a table. Throws carb::Error (input) with file:line:column on a missing column,
 /// a value that is not a number, or a negative or NaN target.
 Dataset dataset_from_table(const CsvTable& table, const TableSpec& spec);
+/// A kernel model's dataset (schema kKernelSchema) from `carb kernels --format csv` outputs: one
+/// row per kernel of the CPU engine's execution plan, its features the columns named by
+/// engine::kernel_feature_names(), its target ("latency", ms) the kernel's part of its whole
+/// pass (share x pass_ms), so that a network's kernels predicted and summed estimate its pass.
+/// An eltwise step run after its kernel (a name ending "(step)") counts in that kernel's row, as
+/// the plan has no op of its own for it. A configuration any of whose kernels ran one of
+/// oneDNN's reference implementations ("ref:...", tens to thousands of times slower than the
+/// optimised ones, and chosen by what no feature says) is left out, and `notes` (when given)
+/// says how many. Throws carb::Error (input) with file:line:column on a missing column, a kernel
+/// that names no IR layers (no features) or a cell that is not a number.
+Dataset dataset_from_kernels(const std::vector<CsvTable>& tables,
+                             std::vector<std::string>* notes = nullptr);
 
 // ---------------------------------------------------------------------------------------------
 // Fitting
@@ -367,6 +382,14 @@ std::string domain_text(const TrainingDomain& domain, const DomainJudgement& jud
 /// "resnet" for carb's own ResNet knobs.
 std::string family_of(const Config& config);
 
+/// A kernel model's whole-pass intervals: how far the passes of architectures held out of a first
+/// fit fell from their kernels' predicted sums.
+struct KernelPassInterval {
+  double half_width = 0;           ///< |log(pass / sum)| at the coverage (split conformal)
+  std::size_t configurations = 0;  ///< held-out configurations it was calibrated on
+  std::size_t architectures = 0;   ///< of this many architectures held out
+};
+
 /// A fitted CARB predictor for one device (or one table). Copyable is not needed: move-only.
 class Predictor {
  public:
@@ -439,6 +462,10 @@ class Predictor {
   /// Target `t`'s additive layer-cost prior split by kind of term, per row, in the target's
   /// unit (AdditivePart's order). Empty when the target has none (memory, tables).
   std::vector<AdditiveParts> additive_parts(const float* x, std::size_t rows, std::size_t t) const;
+
+  /// A kernel model's whole-pass interval (fit_kernel_model); nullopt for other models and a
+  /// kernel model fitted without one.
+  const std::optional<KernelPassInterval>& kernel_pass_interval() const;
 
   /// Whether this model was fitted by transfer_fit (from a source model of another device).
   bool transferred() const;
@@ -602,5 +629,21 @@ std::size_t plan_memory(const Predictor& model, const std::vector<Config>& confi
 /// file:line:column on a cell that is not a finite number, or naming the columns the table has
 /// when it lacks one.
 FeatureRows table_feature_rows(const Predictor& model, const CsvTable& table);
+
+/// Fits a kernel model on dataset_from_kernels' data: the ensemble on every kernel, and whole-pass
+/// intervals from a first fit without a fifth of the architectures (chosen by the seed), whose
+/// configurations' passes against their predicted sums calibrate them (split conformal at
+/// `options.coverage`). Needs 5 architectures and 10 held-out configurations for the intervals;
+/// with fewer, a note in `report` says a prediction's interval is its kernels' bounds summed.
+[[nodiscard]] Predictor fit_kernel_model(const Dataset& data, const FitOptions& options,
+                                         FitReport* report);
+
+/// Latency of each configuration predicted by a kernel model (schema kKernelSchema): every kernel
+/// of carb's CPU engine's execution plan for it (engine::plan_execution) predicted from its
+/// features, and summed; its interval the model's whole-pass interval about the sum
+/// (fit_kernel_model), or where it has none its kernels' bounds summed. One prediction per
+/// configuration. Throws carb::Error (usage) when `model` is not a kernel model.
+std::vector<TargetPrediction> predict_by_kernels(const Predictor& model,
+                                                 const std::vector<Config>& configs);
 
 }  // namespace carb

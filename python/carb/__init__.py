@@ -639,8 +639,9 @@ def kernels(configurations: Keys, *, device: str = "cpu", passes: int = 20, warm
             seed: int = 1) -> pd.DataFrame:
     """Where each configuration's forward pass spends its time, kernel by kernel (``carb
     kernels``; docs/cli.md): one row per kernel in execution order, its IR layers' kind, class,
-    shapes, MACs and parameters, its median time, its share of the kernels' sum and the whole
-    pass's median. A diagnostic in this process: nothing is stored."""
+    shapes, MACs and parameters, its median time, its share of the kernels' sum, the kernel
+    model's features (docs/onnx.md, "Kernel model") and the whole pass's median. A diagnostic in
+    this process: nothing is stored."""
     keys = _keys_of(configurations)
     if keys is None:
         raise _input_error("kernels takes configuration keys", "configurations")

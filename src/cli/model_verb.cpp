@@ -35,6 +35,7 @@ struct DataOptions {
   std::string db;
   std::string device;
   std::string table;
+  std::vector<std::string> kernels;
   std::string features;
   std::vector<std::string> targets;
   std::string stratify;
@@ -70,6 +71,8 @@ void add_data_options(CLI::App* verb, DataOptions& options) {
   verb->add_option("--device", options.device,
                    "device fingerprint, when the database holds several");
   verb->add_option("--table", options.table, "or a CSV table");
+  verb->add_option("--kernels", options.kernels,
+                   "or carb kernels CSV files: a kernel model (docs/onnx.md, \"Kernel model\")");
   verb->add_option("--features", options.features, "table: feature columns, comma-separated");
   verb->add_option("--target", options.targets, "table: NAME=COLUMN, repeated, in cascade order");
   verb->add_option("--stratify", options.stratify,
@@ -94,8 +97,24 @@ void print_instances(const Dataset& data) {
 }
 
 Dataset load_data(const DataOptions& options, std::optional<double> reference_ms = std::nullopt) {
-  if (options.db.empty() == options.table.empty()) {
-    throw Error(ErrorCategory::kUsage, "give either --db or --table");
+  if (static_cast<int>(!options.db.empty()) + static_cast<int>(!options.table.empty()) +
+          static_cast<int>(!options.kernels.empty()) !=
+      1) {
+    throw Error(ErrorCategory::kUsage, "give one of --db, --table or --kernels");
+  }
+  if (!options.kernels.empty()) {
+    if (!options.features.empty() || !options.targets.empty() || !options.instance.empty() ||
+        !options.stratify.empty() || !options.batch_column.empty() || options.drift == "on") {
+      throw Error(ErrorCategory::kUsage,
+                  "--kernels fixes its features and target; --features, --target, --stratify, "
+                  "--batch-column, --instance and --drift on are for --table or --db");
+    }
+    std::vector<CsvTable> tables;
+    for (const std::string& path : options.kernels) tables.push_back(read_csv(path));
+    std::vector<std::string> notes;
+    Dataset data = dataset_from_kernels(tables, &notes);
+    for (const std::string& note : notes) std::cerr << "note: " << note << "\n";
+    return data;
   }
   if (!options.table.empty() && !options.instance.empty()) {
     throw Error(ErrorCategory::kUsage, "--instance needs --db: a table has no host instances");
@@ -152,7 +171,7 @@ struct FitCommand {
   DataOptions data;
   std::string output;
   std::string format = "table";
-  std::string prior = "additive";
+  std::string prior;  ///< empty: none for a kernel model, additive otherwise
   bool no_cascade = false;
   bool corrector = false;
   FitOptions options;
@@ -163,7 +182,7 @@ struct FitCommand {
 
 // carb fit --from SOURCE.json: the new device's model from the source and its rows.
 void run_transfer(const FitCommand& command) {
-  if (!command.data.table.empty()) {
+  if (!command.data.table.empty() || !command.data.kernels.empty()) {
     throw Error(ErrorCategory::kUsage, "--from transfers to a device's measurements: give --db");
   }
   if (!command.options.hold_out.empty()) {
@@ -304,7 +323,11 @@ void run_fit(FitCommand& command) {
   if (!command.options.hold_out.empty() && command.options.leave_low_batch_out) {
     throw Error(ErrorCategory::kUsage, "--hold-out and --leave-low-batch-out: choose one");
   }
-  const auto prior = parse_prior_mode(command.prior);
+  // A kernel model's trees fit the kernels' times alone: a ridge base or a layer-cost prior did
+  // worse on families never seen (docs/benchmarks.md, "With a kernel campaign of its own").
+  const auto prior = parse_prior_mode(!command.prior.empty()
+                                          ? command.prior
+                                          : (command.data.kernels.empty() ? "additive" : "none"));
   if (!prior) throw Error(ErrorCategory::kUsage, "--prior must be none, member, base or additive");
   command.options.prior = *prior;
   command.options.cascade = !command.no_cascade;
@@ -314,7 +337,9 @@ void run_fit(FitCommand& command) {
   if (!command.data.db.empty()) print_drift(data, drift_mode(command.data.drift));
   print_instances(data);
   FitReport report;
-  const Predictor predictor = Predictor::fit(data, command.options, &report);
+  const Predictor predictor = command.data.kernels.empty()
+                                  ? Predictor::fit(data, command.options, &report)
+                                  : fit_kernel_model(data, command.options, &report);
   predictor.save(command.output);
   if (format == Format::kJson) {
     nlohmann::json out = nlohmann::json::parse(predictor.to_json_text());
@@ -337,6 +362,15 @@ void run_fit(FitCommand& command) {
               << " times in all; each row is the median of its configuration's\n";
   }
   for (const std::string& note : report.notes) std::cerr << "note: " << note << "\n";
+  if (const auto& pass = predictor.kernel_pass_interval()) {
+    char text[200];
+    std::snprintf(text, sizeof text,
+                  "whole-pass intervals: x/%.3g (%g%%), from %zu configurations of %zu "
+                  "architectures held out of a first fit\n",
+                  std::exp(pass->half_width), 100 * command.options.coverage, pass->configurations,
+                  pass->architectures);
+    std::cerr << text;
+  }
   if (command.options.hold_out.empty()) {
     std::cerr << "test split (" << 100 * command.options.coverage << "% intervals):\n";
   } else {
@@ -380,8 +414,11 @@ void run_predict(const PredictCommand& command) {
   std::vector<float> x;
   std::vector<int> batch;
   std::vector<Config> configs;
+  // A kernel model predicts configurations' kernels and sums them (predict_by_kernels), or
+  // predicts a table of kernels' features row by row.
+  const bool by_kernels = predictor.schema() == kKernelSchema && command.table.empty();
   if (!command.table.empty()) {
-    if (predictor.schema() != "table") {
+    if (predictor.schema() != "table" && predictor.schema() != kKernelSchema) {
       throw Error(ErrorCategory::kUsage, command.model +
                                              " predicts from configurations: give --spec, "
                                              "--keys or keys, not --table");
@@ -392,7 +429,7 @@ void run_predict(const PredictCommand& command) {
     batch = std::move(rows.batch);
     for (int line : table.lines) ids.push_back("line " + std::to_string(line));
   } else {
-    if (predictor.schema() != kArchitectureSchema) {
+    if (predictor.schema() != kArchitectureSchema && !by_kernels) {
       throw Error(ErrorCategory::kUsage,
                   command.model + " was fitted on a table: predict with --table");
     }
@@ -404,20 +441,27 @@ void run_predict(const PredictCommand& command) {
     } else {
       configs = select_configs(command.selection);
     }
-    FeatureRows rows = feature_rows(configs);
-    x = std::move(rows.x);
-    batch = std::move(rows.batch);
+    if (!by_kernels) {
+      FeatureRows rows = feature_rows(configs);
+      x = std::move(rows.x);
+      batch = std::move(rows.batch);
+    }
     for (const Config& config : configs) ids.push_back(to_key(config));
   }
   std::vector<std::string> families;
   families.reserve(configs.size());
   for (const Config& config : configs) families.push_back(family_of(config));
   auto predictions =
-      predictor.predict(x.data(), ids.size(), batch.data(), configs.empty() ? nullptr : &families);
+      by_kernels
+          ? std::vector<std::vector<TargetPrediction>>{predict_by_kernels(predictor, configs)}
+          : predictor.predict(x.data(), ids.size(), batch.data(),
+                              configs.empty() ? nullptr : &families);
   std::string engine;
-  const std::size_t planned = plan_memory(predictor, configs, predictions, &engine);
+  const std::size_t planned =
+      by_kernels ? 0 : plan_memory(predictor, configs, predictions, &engine);
+  // A kernel model's domain is of kernels, not of these configurations' features.
   DomainCheck domain(predictor);
-  for (std::size_t i = 0; i < ids.size(); ++i) {
+  for (std::size_t i = 0; i < ids.size() && !by_kernels; ++i) {
     domain.add(x.data() + i * predictor.feature_names().size(), ids[i],
                configs.empty() ? std::string() : family_of(configs[i]));
   }
@@ -606,7 +650,8 @@ void add_model_verbs(CLI::App& app) {
   fit_verb->add_option("--coverage", fit->options.coverage, "interval coverage (default 0.9)");
   fit_verb->add_option("--prior", fit->prior,
                        "base the trees correct: base (the ridge), additive (the layer-cost prior, "
-                       "for latency and energy), member (a blend member), or none");
+                       "for latency and energy; the default), member (a blend member), or none "
+                       "(the default with --kernels)");
   fit_verb->add_flag("--no-cascade", fit->no_cascade, "fit each target on its own");
   fit_verb->add_flag("--corrector", fit->corrector,
                      "add the low-batch corrector (off: it did not pay, docs/model.md)");

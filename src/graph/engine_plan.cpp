@@ -2,8 +2,10 @@
 #include "carb/engine_plan.hpp"
 
 #include <algorithm>
+#include <array>
 #include <limits>
 #include <optional>
+#include <string_view>
 #include <unordered_map>
 
 #include "carb/error.hpp"
@@ -382,6 +384,112 @@ ArenaPlan plan_arena(const std::vector<BufferRequest>& requests, std::int64_t al
     plan.peak_live_bytes = std::max(plan.peak_live_bytes, live);
   }
   return plan;
+}
+
+std::vector<int> op_layers(const Op& op) {
+  std::vector<int> layers = {op.layer};
+  for (const int fused : {op.batch_norm, op.activation}) {
+    if (fused >= 0 && fused != op.layer) layers.push_back(fused);
+  }
+  return layers;
+}
+
+namespace {
+
+// The kinds of kernel kernel_features tells apart, one-hot, and the activations fused into one.
+constexpr std::array<std::string_view, 16> kKernelTypes = {
+    "pw",         "dense",    "stem",
+    "dw",         "grouped",  "fc",
+    "max_pool",   "avg_pool", "global_avg_pool",
+    "batch_norm", "eltwise",  "add",
+    "mul",        "concat",   "channel_shuffle",
+    "slice"};
+constexpr std::array<LayerKind, 6> kFusedActivations = {
+    LayerKind::kClip, LayerKind::kHardSigmoid, LayerKind::kHardSwish,
+    LayerKind::kRelu, LayerKind::kSigmoid,     LayerKind::kSwish};
+constexpr std::size_t kNumericKernelFeatures = 15;
+
+std::string_view kernel_type(const Network& network, const Layer& layer) {
+  if (is_activation(layer.kind)) return "eltwise";
+  if (layer.kind != LayerKind::kConv) return to_string(layer.kind);
+  switch (layer_class_of(network, layer)) {
+    case LayerClass::kConvStem:
+      return "stem";
+    case LayerClass::kConvDepthwise:
+      return "dw";
+    case LayerClass::kConvGrouped:
+      return "grouped";
+    default:
+      return layer.kernel == 1 ? "pw" : "dense";
+  }
+}
+
+}  // namespace
+
+const std::vector<std::string>& kernel_feature_names() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> list = {"in_bytes",       "out_bytes", "weight_bytes", "macs",
+                                     "batch",          "cin",       "cout",         "in_hw",
+                                     "out_hw",         "window",    "stride",       "groups",
+                                     "chan_per_group", "inputs",    "macs_per_byte"};
+    CARB_CHECK(list.size() == kNumericKernelFeatures, "numeric kernel features counted");
+    for (const std::string_view type : kKernelTypes) list.push_back("is_" + std::string(type));
+    for (const LayerKind kind : kFusedActivations) {
+      list.push_back("fused_" + std::string(to_string(kind)));
+    }
+    return list;
+  }();
+  return names;
+}
+
+std::vector<double> kernel_features(const Network& network, const std::vector<int>& layers) {
+  if (layers.empty()) return {};
+  const auto layer_at = [&](int index) -> const Layer& {
+    return network.layers[static_cast<std::size_t>(index)];
+  };
+  const Layer& anchor = layer_at(layers.front());
+  const auto shape_of = [&](int tensor) -> const Shape& {
+    return network.tensors[static_cast<std::size_t>(tensor)];
+  };
+  // Bytes at float32, as the CPU engine runs.
+  constexpr double kBytes = 4;
+  double in_bytes = 0;
+  for (const int input : anchor.inputs)
+    in_bytes += kBytes * static_cast<double>(shape_of(input).elements());
+  const Shape& in = shape_of(anchor.inputs.front());
+  const Shape& out = shape_of(anchor.output);
+  const double out_bytes = kBytes * static_cast<double>(out.elements());
+  double macs = 0;
+  double params = 0;
+  for (const int index : layers) {
+    macs += static_cast<double>(layer_at(index).macs);
+    params += static_cast<double>(layer_at(index).params);
+  }
+  const double weight_bytes = kBytes * params;
+  std::vector<double> values = {
+      in_bytes,
+      out_bytes,
+      weight_bytes,
+      macs,
+      static_cast<double>(out.n),
+      static_cast<double>(in.c),
+      static_cast<double>(out.c),
+      static_cast<double>(in.h) * in.w,
+      static_cast<double>(out.h) * out.w,
+      static_cast<double>(anchor.kernel),
+      static_cast<double>(anchor.stride),
+      static_cast<double>(anchor.groups),
+      static_cast<double>(in.c) / std::max(anchor.groups, 1),  // groups divide channels
+      static_cast<double>(anchor.inputs.size()),
+      macs / (in_bytes + out_bytes + weight_bytes)};
+  const std::string_view type = kernel_type(network, anchor);
+  for (const std::string_view name : kKernelTypes) values.push_back(type == name ? 1.0 : 0.0);
+  const Layer& last = layer_at(layers.back());
+  const bool fused = layers.size() > 1 && is_activation(last.kind);
+  for (const LayerKind kind : kFusedActivations) {
+    values.push_back(fused && last.kind == kind ? 1.0 : 0.0);
+  }
+  return values;
 }
 
 }  // namespace carb::engine

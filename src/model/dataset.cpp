@@ -3,10 +3,13 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstdio>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 
+#include "carb/engine_plan.hpp"
 #include "carb/error.hpp"
 #include "carb/model.hpp"
 #include "carb/store.hpp"
@@ -592,6 +595,94 @@ Dataset dataset_from_table(const CsvTable& table, const TableSpec& spec) {
     const std::vector<int> tiers = terciles(values);
     for (std::size_t r = 0; r < rows; ++r) data.stratum[r] = data.stratum[r] * 3 + tiers[r];
   }
+  return data;
+}
+
+Dataset dataset_from_kernels(const std::vector<CsvTable>& tables, std::vector<std::string>* notes) {
+  const std::vector<std::string>& features = engine::kernel_feature_names();
+  CsvTable merged;
+  merged.path = "kernel timings";
+  merged.header = features;
+  merged.header.emplace_back("latency_ms");
+  std::vector<std::string> ids;
+  char text[32];
+  const auto cell = [&](double value) {
+    std::snprintf(text, sizeof text, "%.17g", value);
+    return std::string(text);
+  };
+  std::size_t configurations = 0;
+  std::set<std::string> unoptimised;  // configurations that ran a reference kernel
+  for (const CsvTable& table : tables) {
+    const std::size_t key = table.column("key");
+    const std::size_t index = table.column("index");
+    const std::size_t kernel = table.column("kernel");
+    const std::size_t implementation = table.column("implementation");
+    std::set<std::string> keys;
+    for (const std::vector<std::string>& row : table.rows) {
+      keys.insert(row[key]);
+      if (row[implementation].rfind("ref:", 0) == 0) unoptimised.insert(row[key]);
+    }
+    configurations += keys.size();
+    const std::size_t share = table.column("share");
+    const std::size_t pass = table.column("pass_ms");
+    std::vector<std::size_t> feature_columns;
+    feature_columns.reserve(features.size());
+    for (const std::string& name : features) feature_columns.push_back(table.column(name));
+    double previous = 0;  // the last kernel row's target
+    std::string previous_key;
+    for (std::size_t r = 0; r < table.rows.size(); ++r) {
+      const std::vector<std::string>& row = table.rows[r];
+      if (unoptimised.count(row[key]) > 0) continue;
+      const auto where = [&](std::size_t column) {
+        return table.path + ":" + std::to_string(table.lines[r]) + ":" + std::to_string(column + 1);
+      };
+      const double part = number_at(table, r, share) * number_at(table, r, pass);
+      if (std::isnan(part) || part < 0) {
+        throw Error(ErrorCategory::kInput,
+                    where(share) + ": kernel " + row[kernel] + " has no time (share and pass_ms)");
+      }
+      const bool step = !row[kernel].empty() && row[kernel].back() == ')';
+      if (step && !previous_key.empty() && previous_key == row[key]) {
+        previous += part;  // the plan runs it within its kernel's op
+        merged.rows.back().back() = cell(previous);
+        continue;
+      }
+      std::vector<std::string> values;
+      for (const std::size_t column : feature_columns) {
+        const double value = number_at(table, r, column);
+        if (std::isnan(value)) {
+          throw Error(ErrorCategory::kInput,
+                      where(column) + ": kernel " + row[kernel] +
+                          " has no features (it names no IR layers; carb kernels of this "
+                          "carb writes them)");
+        }
+        values.push_back(cell(value));
+      }
+      values.push_back(cell(part));
+      merged.rows.push_back(std::move(values));
+      merged.lines.push_back(static_cast<int>(merged.rows.size()));
+      ids.push_back(row[key] + " kernel " + row[index]);
+      previous_key = row[key];
+      previous = part;
+    }
+  }
+  if (!unoptimised.empty() && notes != nullptr) {
+    notes->push_back("left out " + std::to_string(unoptimised.size()) + " of " +
+                     std::to_string(configurations) +
+                     " configurations that ran one of oneDNN's reference kernels (first: " +
+                     *unoptimised.begin() + "): their time is not their kernels' shapes'");
+  }
+  if (merged.rows.empty()) {
+    throw Error(ErrorCategory::kInput, "the kernel timings hold no kernels");
+  }
+  TableSpec spec;
+  spec.features = features;
+  spec.targets = {parse_table_target("latency=latency_ms")};
+  spec.batch_column = "batch";
+  Dataset data = dataset_from_table(merged, spec);
+  data.schema = std::string(kKernelSchema);
+  data.targets.front().unit = "ms";
+  data.ids = std::move(ids);
   return data;
 }
 

@@ -114,6 +114,11 @@ json PredictorFactory::to_json(const Predictor& predictor) {
                                    : json(nullptr)},
       {"feature_schema", {{"name", self.schema}, {"features", self.feature_names}}},
       {"training_domain", self.domain.to_json()},
+      {"kernel_pass_interval", self.kernel_pass
+                                   ? json{{"log_half_width", self.kernel_pass->half_width},
+                                          {"configurations", self.kernel_pass->configurations},
+                                          {"architectures", self.kernel_pass->architectures}}
+                                   : json(nullptr)},
       {"evaluation",
        {{"split",
          {{"train", self.report.train_rows},
@@ -259,6 +264,11 @@ Predictor PredictorFactory::transferred(std::shared_ptr<const TransferLayer> lay
   return Predictor(std::move(impl));
 }
 
+void PredictorFactory::set_kernel_pass_interval(Predictor& model,
+                                                const KernelPassInterval& interval) {
+  model.impl_->kernel_pass = interval;
+}
+
 Predictor PredictorFactory::from_json(const json& file, const std::string& origin) {
   if (!file.is_object() || file.value("format", "") != "carb-model") {
     throw Error(ErrorCategory::kInput,
@@ -289,7 +299,8 @@ Predictor PredictorFactory::from_json(const json& file, const std::string& origi
     if (const auto domain = file.find("training_domain"); domain != file.end()) {
       impl->domain = TrainingDomain::from_json(*domain, impl->feature_names, origin);
     }
-    if (impl->schema != kArchitectureSchema && impl->schema != "table") {
+    if (impl->schema != kArchitectureSchema && impl->schema != "table" &&
+        impl->schema != kKernelSchema) {
       throw Error(ErrorCategory::kInput,
                   origin + ": unknown feature schema '" + impl->schema + "'");
     }
@@ -418,6 +429,20 @@ Predictor PredictorFactory::from_json(const json& file, const std::string& origi
         }
       }
       impl->models.push_back(std::move(model));
+    }
+    // Absent from model files before kernel models; null for other models.
+    if (const auto pass = file.find("kernel_pass_interval");
+        pass != file.end() && !pass->is_null()) {
+      KernelPassInterval interval{pass->at("log_half_width").get<double>(),
+                                  pass->at("configurations").get<std::size_t>(),
+                                  pass->at("architectures").get<std::size_t>()};
+      if (!(interval.half_width >= 0) || !std::isfinite(interval.half_width)) {
+        throw Error(ErrorCategory::kInput,
+                    origin +
+                        ": a kernel model's whole-pass half-width that is not finite and "
+                        "non-negative");
+      }
+      impl->kernel_pass = interval;
     }
     read_evaluation(file.at("evaluation"), impl->report);
     return Predictor(std::move(impl));

@@ -106,6 +106,9 @@ const std::map<std::string, std::size_t>& Predictor::device_instances() const {
 }
 const DriftCorrection& Predictor::drift() const { return impl_->drift; }
 double Predictor::coverage() const { return impl_->coverage; }
+const std::optional<KernelPassInterval>& Predictor::kernel_pass_interval() const {
+  return impl_->kernel_pass;
+}
 const FitReport& Predictor::fit_report() const { return impl_->report; }
 
 void Predictor::widen_for_new_family(TargetPrediction& p, std::size_t t) const {

@@ -26,7 +26,8 @@ struct Predictor::Impl {
   FitOptions options;
   std::vector<model_detail::TargetModel> models;  // one per target, cascade order
   FitReport report;
-  TrainingDomain domain;  // of the fitted rows
+  TrainingDomain domain;                          // of the fitted rows
+  std::optional<KernelPassInterval> kernel_pass;  // a kernel model's whole-pass interval
   int threads = 0;
   // A transferred model's corrections over its source; null for a model fitted directly, and
   // then `models` holds the ensemble.

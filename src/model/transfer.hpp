@@ -91,6 +91,8 @@ struct PredictorFactory {
   /// A model file's JSON object as a model (what Predictor::from_json_text does after parsing).
   static Predictor from_json(const nlohmann::json& file, const std::string& origin);
   static nlohmann::json to_json(const Predictor& predictor);
+  /// Gives a kernel model its whole-pass interval (fit_kernel_model).
+  static void set_kernel_pass_interval(Predictor& model, const KernelPassInterval& interval);
 };
 
 }  // namespace carb::model_detail

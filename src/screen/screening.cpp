@@ -220,6 +220,11 @@ std::size_t target_index(const Predictor& predictor, Target target) {
 }
 
 void check_request(const Predictor& model, const Predictor* stage1, ScreenRequest& request) {
+  if (model.schema() == kKernelSchema) {
+    throw Error(ErrorCategory::kInput,
+                "a kernel model cannot screen yet: screen with a model of measured "
+                "configurations, then predict its shortlist with the kernel model");
+  }
   if (model.schema() != kArchitectureSchema) {
     throw Error(ErrorCategory::kInput,
                 "a model fitted on a table cannot screen: it needs a model of a device");

@@ -123,6 +123,30 @@ TEST_F(CpuDeviceTest, ImportedOpsRunOnOneDnnsOptimisedKernels) {
   }
 }
 
+// A kernel model prices the plan's ops without preparing a session (predict_by_kernels): the
+// session's kernels must be those ops, in order, computing the same layers (engine::op_layers),
+// but for an eltwise step, which follows its op and counts in its row (dataset_from_kernels).
+TEST_F(CpuDeviceTest, TheSessionsKernelsAreThePlansOpsAndTheirSteps) {
+  std::vector<Config> configs = {parse_key(kTinyBasic)};
+  for (const testing::TestArchitecture& test : testing::test_architectures()) {
+    if (test.name == "overhanging_average") continue;  // the engine refuses it
+    configs.push_back(testing::test_config(test.name, 32, 1, Precision::kFp32));
+  }
+  for (const Config& config : configs) {
+    const auto session = device_.prepare(config, kSeed);
+    const engine::ExecutionPlan plan = engine::plan_execution(session->network());
+    std::size_t op = 0;
+    for (const KernelInfo& kernel : session->kernels()) {
+      if (kernel.name.back() == ')') continue;  // a step of the op before
+      ASSERT_LT(op, plan.ops.size()) << to_key(config) << ": " << kernel.name;
+      EXPECT_EQ(kernel.layers, engine::op_layers(plan.ops[op]))
+          << to_key(config) << ": " << kernel.name;
+      ++op;
+    }
+    EXPECT_EQ(op, plan.ops.size()) << to_key(config);
+  }
+}
+
 TEST_F(CpuDeviceTest, ImportedKernelsFuseBatchNormsActivationsAndSums) {
   const auto session =
       device_.prepare(testing::test_config("mobilenet_v2_block", 32, 2, Precision::kFp32), kSeed);

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <set>
 
 #include "architectures.hpp"
 #include "carb/engine_plan.hpp"
@@ -413,6 +414,57 @@ TEST(ArenaPlan, RandomRequestsNeverShareBytesWhileBothLive) {
     EXPECT_GE(plan.arena_bytes, top);
     EXPECT_GE(plan.arena_bytes, plan.peak_live_bytes);
   }
+}
+
+double feature(const std::vector<double>& values, const std::string& name) {
+  const std::vector<std::string>& names = kernel_feature_names();
+  const auto at = std::find(names.begin(), names.end(), name);
+  EXPECT_NE(at, names.end()) << name;
+  return values[static_cast<std::size_t>(at - names.begin())];
+}
+
+// The kernel model's features of a kernel: its bytes, MACs and shapes, one kind of kernel, the
+// activation fused into it.
+TEST(KernelFeatures, DescribeEachOpOfThePlan) {
+  const Network network = build_network(parse_key("basic10_w0.25_nods_r32_b2_fp32"));
+  const ExecutionPlan plan = plan_execution(network);
+  const std::vector<std::string>& names = kernel_feature_names();
+  ASSERT_EQ(std::set<std::string>(names.begin(), names.end()).size(), names.size());
+  for (const Op& op : plan.ops) {
+    const std::vector<double> values = kernel_features(network, op_layers(op));
+    ASSERT_EQ(values.size(), names.size()) << op.name;
+    double kinds = 0;
+    double fused = 0;
+    for (std::size_t f = 0; f < names.size(); ++f) {
+      if (names[f].rfind("is_", 0) == 0) kinds += values[f];
+      if (names[f].rfind("fused_", 0) == 0) fused += values[f];
+    }
+    EXPECT_EQ(kinds, 1) << op.name;
+    EXPECT_EQ(fused, op.activation >= 0 && op.activation != op.layer ? 1 : 0) << op.name;
+  }
+  // The stem: a 3x3 conv at stride 1 of 2 x 3 x 32 x 32 into 2 x 16 x 32 x 32, its batch norm
+  // and ReLU fused.
+  const Op& stem = op_named(plan, "conv1+bn1+relu");
+  const std::vector<double> values = kernel_features(network, op_layers(stem));
+  const Layer& conv = network.layers[static_cast<std::size_t>(stem.layer)];
+  const Layer& bn = network.layers[static_cast<std::size_t>(stem.batch_norm)];
+  EXPECT_EQ(feature(values, "in_bytes"), 2 * 3 * 32 * 32 * 4);
+  EXPECT_EQ(feature(values, "out_bytes"), 2 * 16 * 32 * 32 * 4);
+  EXPECT_EQ(feature(values, "macs"), static_cast<double>(conv.macs + bn.macs));
+  EXPECT_EQ(feature(values, "weight_bytes"), 4.0 * static_cast<double>(conv.params + bn.params));
+  EXPECT_EQ(feature(values, "batch"), 2);
+  EXPECT_EQ(feature(values, "cin"), 3);
+  EXPECT_EQ(feature(values, "cout"), 16);
+  EXPECT_EQ(feature(values, "window"), 3);
+  EXPECT_EQ(feature(values, "in_hw"), 32 * 32);
+  EXPECT_EQ(feature(values, "is_stem"), 1);
+  EXPECT_EQ(feature(values, "fused_relu"), 1);
+  EXPECT_EQ(feature(values, "inputs"), 1);
+  // The classifier: an fc of 2 x 128 inputs, no activation.
+  const std::vector<double> fc = kernel_features(network, op_layers(plan.ops.back()));
+  EXPECT_EQ(feature(fc, "is_fc"), 1);
+  EXPECT_EQ(feature(fc, "fused_relu"), 0);
+  EXPECT_TRUE(kernel_features(network, {}).empty());
 }
 
 }  // namespace

@@ -394,6 +394,82 @@ TEST(ModelCliInput, BadTablesAreOneLineAndWriteNothing) {
             std::string::npos);
 }
 
+// A kernel model as a user builds one: carb kernels times some ResNets, carb fit --kernels fits
+// it, carb predict sums the planned kernels of configurations it never timed.
+TEST(ModelCliInput, FitsAKernelModelAndPredictsConfigurationsByTheirKernels) {
+  const std::string dir = testing::TempDir();
+  const std::string timings = dir + "kernel-cli.csv";
+  const std::string model = dir + "kernel-cli.json";
+  std::filesystem::remove(model);
+  // Small networks of 6 architectures, so that the fit holds 2 out to calibrate its intervals.
+  const std::string keys = dir + "kernel-cli-keys.txt";
+  {
+    std::ofstream out(keys);
+    for (const char* architecture :
+         {"basic10", "basic18", "basic26", "basic34", "bottleneck14", "bottleneck26"}) {
+      for (const int resolution : {32, 40, 48}) {
+        for (const int batch : {1, 2}) {
+          out << architecture << "_w0.25_nods_r" << resolution << "_b" << batch << "_fp32\n";
+        }
+      }
+    }
+  }
+  const CommandResult timed =
+      run("kernels --keys " + keys + " --passes 2 --warmup 1 --format csv > " + timings, false);
+  ASSERT_EQ(timed.exit_code, 0) << timed.out;
+  const CommandResult fitted =
+      run("fit --kernels " + timings + " --threads 1 --forest-trees 8 -o " + model);
+  ASSERT_EQ(fitted.exit_code, 0) << fitted.out;
+  EXPECT_NE(fitted.out.find("whole-pass intervals: x/"), std::string::npos) << fitted.out;
+  const nlohmann::json file = nlohmann::json::parse(std::ifstream(model));
+  EXPECT_EQ(file.at("feature_schema").at("name"), "kernels");
+  EXPECT_EQ(file.at("options").at("prior"), "none");  // a kernel model's default
+
+  // Configurations the timings never held: a latency each, inside its interval, of the size
+  // such networks have (tens of microseconds to tens of milliseconds).
+  const CommandResult predicted = run("predict --model " + model +
+                                          " basic18_w0.25_nods_r56_b4_fp32 "
+                                          "bottleneck26_w0.25_nods_r36_b1_fp32 --format csv",
+                                      false);
+  ASSERT_EQ(predicted.exit_code, 0) << predicted.out;
+  std::istringstream text(predicted.out);
+  std::string line;
+  std::getline(text, line);
+  EXPECT_EQ(line, "key,architecture,latency_ms,latency_ms_low,latency_ms_high");
+  int rows = 0;
+  while (std::getline(text, line)) {
+    std::vector<std::string> cells;
+    std::stringstream row(line);
+    for (std::string cell; std::getline(row, cell, ',');) cells.push_back(cell);
+    ASSERT_EQ(cells.size(), 5u) << line;
+    const double value = std::stod(cells[2]);
+    EXPECT_GT(value, 0.01) << line;
+    EXPECT_LT(value, 100) << line;
+    EXPECT_LT(std::stod(cells[3]), value) << line;
+    EXPECT_GT(std::stod(cells[4]), value) << line;
+    ++rows;
+  }
+  EXPECT_EQ(rows, 2);
+
+  // Bad input: one line, exit 2.
+  const auto fails = [&](const std::string& arguments, const std::string& expected) {
+    const CommandResult result = run(arguments);
+    EXPECT_EQ(result.exit_code, 2) << arguments << ": " << result.out;
+    EXPECT_EQ(lines(result.out), 1) << result.out;
+    EXPECT_NE(result.out.find(expected), std::string::npos) << result.out;
+  };
+  fails("fit --kernels " + timings + " --features a --target b -o " + dir + "x.json",
+        "--kernels fixes its features and target");
+  fails("fit --kernels " + timings + " --table t.csv -o " + dir + "x.json",
+        "give one of --db, --table or --kernels");
+  const std::string old = dir + "kernel-cli-old.csv";
+  std::ofstream(old) << "key,index,kernel,share,pass_ms\nk,0,a,1,2\n";
+  fails("fit --kernels " + old + " -o " + dir + "x.json", old);
+  fails("screen --model " + model + " --spec " + std::string(CARB_SOURCE_DIR) +
+            "/examples/spaces/cpu-demo.yaml --budget 'latency<=5ms'",
+        "kernel");
+}
+
 }  // namespace
 
 // Active profiling in replay mode: a model of 200 of the reference configurations refines itself

@@ -255,7 +255,11 @@ TEST(KernelsCli, BreaksEachPassDownKernelByKernel) {
   std::getline(text, line);
   EXPECT_EQ(line,
             "key,index,kernel,implementation,kind,class,input_shape,output_shape,window,stride,"
-            "groups,macs,params,median_ms,share,pass_ms");
+            "groups,macs,params,median_ms,share,in_bytes,out_bytes,weight_bytes,batch,cin,cout,"
+            "in_hw,out_hw,chan_per_group,inputs,macs_per_byte,is_pw,is_dense,is_stem,is_dw,"
+            "is_grouped,is_fc,is_max_pool,is_avg_pool,is_global_avg_pool,is_batch_norm,"
+            "is_eltwise,is_add,is_mul,is_concat,is_channel_shuffle,is_slice,fused_clip,"
+            "fused_hard_sigmoid,fused_hard_swish,fused_relu,fused_sigmoid,fused_swish,pass_ms");
   std::map<std::string, double> shares;
   std::map<std::string, int> rows;
   std::map<std::string, std::int64_t> macs;
@@ -263,10 +267,10 @@ TEST(KernelsCli, BreaksEachPassDownKernelByKernel) {
     std::vector<std::string> cells;
     std::stringstream row(line);
     for (std::string cell; std::getline(row, cell, ',');) cells.push_back(cell);
-    ASSERT_EQ(cells.size(), 16u) << line;
+    ASSERT_EQ(cells.size(), 49u) << line;
     EXPECT_EQ(std::stoi(cells[1]), rows[cells[0]]++) << line;
     EXPECT_GT(std::stod(cells[13]), 0) << line;
-    EXPECT_GT(std::stod(cells[15]), 0) << line;
+    EXPECT_GT(std::stod(cells.back()), 0) << line;
     shares[cells[0]] += std::stod(cells[14]);
     macs[cells[0]] += std::stoll(cells[11]);
     if (cells[1] == "0") {  // the stem (3x3, stride 1 without early downsampling), bn1 and relu
@@ -275,6 +279,11 @@ TEST(KernelsCli, BreaksEachPassDownKernelByKernel) {
       EXPECT_EQ(cells[5], "conv_stem");
       EXPECT_EQ(cells[8], "3");
       EXPECT_EQ(cells[9], "1");
+      // Its kernel-model features: batch x 3 x 32 x 32 floats in, is_stem, a fused ReLU.
+      const int batch = cells[0].find("_b2_") != std::string::npos ? 2 : 1;
+      EXPECT_EQ(cells[15], std::to_string(batch * 3 * 32 * 32 * 4));
+      EXPECT_EQ(cells[28], "1");
+      EXPECT_EQ(cells[45], "1");
     }
   }
   ASSERT_EQ(rows.size(), 2u);

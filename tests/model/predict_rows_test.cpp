@@ -2,10 +2,12 @@
 // from the engine's own plan for a few configurations.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <sstream>
 
 #include "carb/backend.hpp"
+#include "carb/engine_plan.hpp"
 #include "carb/error.hpp"
 #include "carb/model.hpp"
 #include "carb/telemetry.hpp"
@@ -133,6 +135,168 @@ TEST(PlanMemory, PlansAFewConfigurationsWhereThisMachineRunsTheModelsEngine) {
   EXPECT_EQ(plan_memory(other, configs, elsewhere, &none), 0u);
   EXPECT_EQ(none, "");
   EXPECT_EQ(elsewhere[0][0].value, before[0][0].value);
+}
+
+// Kernel timings as `carb kernels` writes them (the columns dataset_from_kernels reads), for the
+// planned kernels of `configs`, each kernel's time `time_of(features)` ms.
+template <typename Time>
+std::string kernel_timings(const std::vector<Config>& configs, Time&& time_of) {
+  std::ostringstream csv;
+  csv << "key,index,kernel,implementation,share,pass_ms";
+  for (const std::string& name : engine::kernel_feature_names()) csv << "," << name;
+  csv << "\n";
+  csv.precision(17);
+  for (const Config& config : configs) {
+    const Network network = build_network(config);
+    std::vector<std::vector<double>> kernels;
+    double pass = 0;
+    for (const engine::Op& op : engine::plan_execution(network).ops) {
+      kernels.push_back(engine::kernel_features(network, engine::op_layers(op)));
+      pass += time_of(kernels.back());
+    }
+    for (std::size_t k = 0; k < kernels.size(); ++k) {
+      csv << to_key(config) << "," << k << ",k" << k << ",jit:avx512_core,"
+          << time_of(kernels[k]) / pass << "," << pass;
+      for (const double value : kernels[k]) csv << "," << value;
+      csv << "\n";
+    }
+  }
+  return csv.str();
+}
+
+// A kernel's made-up time, ms: a nanosecond per MAC and per 4 bytes moved, and 2 us to launch.
+double made_up_ms(const std::vector<double>& features) {
+  return 1e-6 * features[3] + 2.5e-7 * (features[0] + features[1]) + 0.002;
+}
+
+TEST(KernelModel, SumsTheKernelsOfEachConfigurationsPlanAsTheTimingsPricedThem) {
+  std::vector<Config> train;
+  for (const char* architecture :
+       {"basic10", "basic26", "basic34", "bottleneck14", "bottleneck38", "bottleneck50"}) {
+    for (const int resolution : {32, 48, 64}) {
+      for (const int batch : {1, 4}) {
+        train.push_back(parse_key(std::string(architecture) + "_w0.5_ds_r" +
+                                  std::to_string(resolution) + "_b" + std::to_string(batch) +
+                                  "_fp32"));
+      }
+    }
+  }
+  const Dataset data =
+      dataset_from_kernels({parse_csv(kernel_timings(train, made_up_ms), "kernels.csv")});
+  EXPECT_EQ(data.schema, kKernelSchema);
+  ASSERT_EQ(data.targets.size(), 1u);
+  EXPECT_EQ(data.targets[0].name, "latency");
+  EXPECT_EQ(data.ids.front(), to_key(train.front()) + " kernel 0");
+  FitOptions options = small_fit();
+  options.prior = PriorMode::kNone;
+  options.fixed_rounds = 200;
+  FitReport report;
+  const Predictor fitted = fit_kernel_model(data, options, &report);
+  // Whole-pass intervals from 2 of the 6 architectures held out of a first fit: 12 configurations.
+  ASSERT_TRUE(fitted.kernel_pass_interval().has_value());
+  EXPECT_EQ(fitted.kernel_pass_interval()->architectures, 2u);
+  EXPECT_EQ(fitted.kernel_pass_interval()->configurations, 12u);
+  EXPECT_GT(fitted.kernel_pass_interval()->half_width, 0);
+  EXPECT_LT(fitted.kernel_pass_interval()->half_width, 0.3);
+  // The model file keeps it.
+  const Predictor model = Predictor::from_json_text(fitted.to_json_text(), "kernels.json");
+  ASSERT_TRUE(model.kernel_pass_interval().has_value());
+  EXPECT_EQ(model.kernel_pass_interval()->half_width, fitted.kernel_pass_interval()->half_width);
+  // Networks never timed, of depths between the trained ones: their kernels are priced one by
+  // one and summed, near the made-up pass.
+  for (const char* key : {"basic18_w0.5_ds_r48_b4_fp32", "bottleneck26_w0.5_ds_r64_b1_fp32"}) {
+    const Config config = parse_key(key);
+    const Network network = build_network(config);
+    double pass = 0;
+    for (const engine::Op& op : engine::plan_execution(network).ops) {
+      pass += made_up_ms(engine::kernel_features(network, engine::op_layers(op)));
+    }
+    const std::vector<TargetPrediction> p = predict_by_kernels(model, {config});
+    ASSERT_EQ(p.size(), 1u);
+    ASSERT_TRUE(p[0].available) << p[0].reason;
+    EXPECT_NEAR(p[0].value / pass, 1.0, 0.1) << key;
+    const double half_width = model.kernel_pass_interval()->half_width;
+    EXPECT_NEAR(p[0].low, p[0].value * std::exp(-half_width), 1e-9 * p[0].value);
+    EXPECT_NEAR(p[0].high, p[0].value * std::exp(half_width), 1e-9 * p[0].value);
+  }
+  // Too few architectures to hold any out: no whole-pass interval, a note says so, and a
+  // configuration's interval is its kernels' bounds summed.
+  const std::vector<Config> few(train.begin(), train.begin() + 12);  // 2 architectures
+  FitReport few_report;
+  const Predictor narrow = fit_kernel_model(
+      dataset_from_kernels({parse_csv(kernel_timings(few, made_up_ms), "few.csv")}), options,
+      &few_report);
+  EXPECT_FALSE(narrow.kernel_pass_interval().has_value());
+  ASSERT_FALSE(few_report.notes.empty());
+  EXPECT_NE(few_report.notes.back().find("not calibrated"), std::string::npos);
+  const TargetPrediction summed = predict_by_kernels(narrow, {few.front()}).front();
+  EXPECT_LT(summed.low, summed.value);
+  EXPECT_GT(summed.high, summed.value);
+  // A model of configurations' features is no kernel model, nor a table a kernel dataset.
+  EXPECT_THROW((void)predict_by_kernels(table_model(), {train.front()}), Error);
+  TableSpec spec;
+  spec.features = {"a"};
+  spec.targets = {parse_table_target("y")};
+  EXPECT_THROW((void)fit_kernel_model(dataset_from_table(parse_csv("a,y\n1,2\n", "t.csv"), spec),
+                                      options, nullptr),
+               Error);
+}
+
+TEST(KernelModel, AStepCountsInItsKernelAndAKernelWithoutFeaturesIsAnInputErrorAtItsPlace) {
+  const std::vector<Config> one = {parse_key("basic10_w0.25_ds_r32_b1_fp32")};
+  std::string text = kernel_timings(one, made_up_ms);
+  const std::size_t rows = std::count(text.begin(), text.end(), '\n') - 1;
+  // The last kernel, then an eltwise step after it: one row of both times.
+  const std::size_t last = text.rfind('\n', text.size() - 2) + 1;
+  std::string step = text.substr(last);
+  step.replace(step.find(",k"), step.find(',', step.find(",k") + 1) - step.find(",k"), ",fc(clip)");
+  const Dataset plain = dataset_from_kernels({parse_csv(text, "plain.csv")});
+  const Dataset stepped = dataset_from_kernels({parse_csv(text + step, "stepped.csv")});
+  ASSERT_EQ(plain.rows(), rows);
+  ASSERT_EQ(stepped.rows(), rows);
+  EXPECT_NEAR(stepped.y[0].back(), 2 * plain.y[0].back(), 1e-12);
+  EXPECT_EQ(stepped.y[0].front(), plain.y[0].front());
+
+  // A configuration that ran a reference kernel is left out, and a note says so.
+  const std::vector<Config> two = {one.front(), parse_key("basic18_w0.25_ds_r32_b1_fp32")};
+  std::string slow = kernel_timings(two, made_up_ms);
+  slow.replace(slow.find("jit:avx512_core", slow.find('\n', slow.find('\n') + 1)), 15, "ref:any");
+  std::vector<std::string> notes;
+  const Dataset fast = dataset_from_kernels({parse_csv(slow, "slow.csv")}, &notes);
+  EXPECT_EQ(fast.rows() + rows,
+            dataset_from_kernels({parse_csv(kernel_timings(two, made_up_ms), "both.csv")}).rows());
+  EXPECT_EQ(fast.ids.front(), to_key(two[1]) + " kernel 0");
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_EQ(notes[0].rfind("left out 1 of 2 configurations that ran one of oneDNN's reference "
+                           "kernels (first: " +
+                               to_key(one.front()),
+                           0),
+            0u)
+      << notes[0];
+
+  // A kernel whose features are empty (it named no IR layers).
+  std::string blank = text;
+  const std::size_t second = blank.find('\n', blank.find('\n') + 1) + 1;  // the second kernel
+  std::size_t cell = second;
+  for (int comma = 0; comma < 6; ++comma) cell = blank.find(',', cell) + 1;
+  --cell;  // the comma before its first feature, column 7
+  blank.erase(cell + 1, blank.find(',', cell + 1) - cell - 1);
+  try {
+    (void)dataset_from_kernels({parse_csv(blank, "blank.csv")});
+    ADD_FAILURE() << "no error";
+  } catch (const Error& error) {
+    EXPECT_EQ(std::string(error.what()).rfind("blank.csv:3:7: kernel k1 has no features", 0), 0u)
+        << error.what();
+  }
+  // A file without the features (carb kernels before it wrote them).
+  try {
+    (void)dataset_from_kernels(
+        {parse_csv("key,index,kernel,implementation,share,pass_ms\nk,0,a,jit,1,2\n", "old.csv")});
+    ADD_FAILURE() << "no error";
+  } catch (const Error& error) {
+    EXPECT_NE(std::string(error.what()).find("old.csv"), std::string::npos) << error.what();
+    EXPECT_NE(std::string(error.what()).find("in_bytes"), std::string::npos) << error.what();
+  }
 }
 
 }  // namespace

@@ -225,3 +225,16 @@ def test_model_errors_are_the_command_lines(tmp_path, cli_model):
     assert raised.value.subject == "prior"
     with pytest.raises(carb.InputError, match="either a database"):
         carb.fit()
+
+
+def test_a_kernel_model_says_the_module_does_not_sum_kernels_yet(tmp_path):
+    keys = [f"{a}_w0.25_nods_r{r}_b1_fp32" for a in ("basic10", "basic18", "basic26", "basic34",
+                                                     "bottleneck14", "bottleneck26")
+            for r in (32, 40)]
+    timings = tmp_path / "kernels.csv"
+    carb.kernels(keys, passes=2, warmup=1).to_csv(timings, index=False)
+    path = tmp_path / "kernels.json"
+    run_cli("fit", "--kernels", timings, "--threads", "1", "--forest-trees", "8", "-o", path)
+    model = carb.load_model(path)
+    with pytest.raises(carb.InputError, match="kernel model: the Python module does not sum"):
+        model.predict(keys[:1])

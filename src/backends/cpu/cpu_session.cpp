@@ -33,6 +33,7 @@ using engine::BufferRequest;
 using engine::ExecutionPlan;
 using engine::fold_batch_norm;
 using engine::Op;
+using engine::op_layers;
 using engine::OpKind;
 using engine::plan_arena;
 using engine::plan_execution;
@@ -891,15 +892,6 @@ class CpuSession final : public Session, private CpuPlanner {
       kernels_.push_back(std::move(step));
       clock_.lap(PrepareClock::kKernels);
     }
-  }
-
-  // The IR layers an op computes: its anchor, then the batch norm and activation fused into it.
-  static std::vector<int> op_layers(const Op& op) {
-    std::vector<int> layers = {op.layer};
-    for (int fused : {op.batch_norm, op.activation}) {
-      if (fused >= 0 && fused != op.layer) layers.push_back(fused);
-    }
-    return layers;
   }
 
   // The memory of op `index`'s parameter tensors in the weight region, in the order of its
