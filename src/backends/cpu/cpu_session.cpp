@@ -62,8 +62,11 @@ int block_channels(Tag blocked) { return blocked == Tag::nChw16c ? 16 : 8; }
 
 // Why a network's activations cannot be channel-blocked without oneDNN's reference kernels,
 // empty when they can: a sub-tensor view of a blocked tensor must start and end on a block
-// boundary (a concat's inputs, a slice), and oneDNN 2.6's blocked grouped convs need whole
-// blocks per group (ResNeXt's 4 channels per group run its reference kernel, far slower).
+// boundary (a concat's inputs, a slice), oneDNN 2.6's blocked grouped convs need whole
+// blocks per group (ResNeXt's 4 channels per group run its reference kernel, far slower), and
+// its blocked direct convs wider than 1x1 need a whole block of input channels but for the
+// stem's (8 channels, 3x3, ran its reference kernel at 250-4,400 times the nhwc pass: of the
+// kernel campaign's 200 chains, 13; docs/benchmarks.md, "carb's kernel model").
 // Such a network runs in nhwc throughout: every kernel it needs has an nhwc implementation.
 std::string blocking_obstacle(const Network& network, int block) {
   for (const Layer& layer : network.layers) {
@@ -80,6 +83,9 @@ std::string blocking_obstacle(const Network& network, int block) {
       if (layer.begin % block != 0 || (end % block != 0 && end != in.c)) {
         return layer_name(layer) + ": a slice off the blocks";
       }
+    } else if (layer.kind == LayerKind::kConv && layer.groups == 1 && layer.kernel > 1 &&
+               layer.inputs[0] != network.input && in.c < block) {
+      return layer_name(layer) + ": a conv of fewer input channels than a block";
     } else if (layer.kind == LayerKind::kConv && layer.groups > 1) {
       const int in_per_group = in.c / layer.groups;
       const int out_per_group = out.c / layer.groups;
