@@ -86,12 +86,32 @@ py::dict predict_rows(const Predictor& model, const FeatureRows& rows, std::size
   return columns;
 }
 
-void require_schema(const Predictor& model, bool table) {
-  if (model.schema() == kKernelSchema) {
+// A kernel model's prediction of `configs`: their planned kernels summed (predict_by_kernels).
+// It has no domain of configurations (its domain is of kernels) and plans no memory.
+py::dict predict_by_kernels_columns(const Predictor& model, const std::vector<Config>& configs,
+                                    bool domain) {
+  if (domain) {
     throw Error(ErrorCategory::kUsage,
-                "a kernel model: the Python module does not sum kernels yet; predict it with the "
-                "command line (docs/onnx.md, \"Kernel model\")");
+                "a kernel model's training domain is of kernels, not of configurations: "
+                "predict without domain",
+                "domain");
   }
+  const Predictions predictions =
+      without_gil([&] { return Predictions{predict_by_kernels(model, configs)}; });
+  py::dict columns;
+  add_prediction_columns(model, predictions, configs.size(), columns);
+  columns["memory_planned"] = 0;
+  columns["engine"] = "";
+  return columns;
+}
+
+void require_schema(const Predictor& model, bool table) {
+  if (table && model.schema() == kKernelSchema) {
+    throw Error(ErrorCategory::kUsage,
+                "a kernel model predicts configurations (their kernels summed): give keys or a "
+                "space");
+  }
+  if (model.schema() == kKernelSchema) return;
   if (table && model.schema() != "table") {
     throw Error(ErrorCategory::kUsage,
                 "this model predicts from configurations: give keys or a space, not a table");
@@ -228,6 +248,15 @@ void bind_model(py::module_& m) {
       .def_property_readonly("instances", &Predictor::device_instances)
       .def_property_readonly("coverage", &Predictor::coverage)
       .def_property_readonly("transferred", &Predictor::transferred)
+      .def_property_readonly("kernel_pass_interval",
+                             [](const Predictor& model) -> py::object {
+                               const auto& pass = model.kernel_pass_interval();
+                               if (!pass) return py::none();
+                               return py::dict(py::arg("half_width") = pass->half_width,
+                                               py::arg("factor") = std::exp(pass->half_width),
+                                               py::arg("configurations") = pass->configurations,
+                                               py::arg("architectures") = pass->architectures);
+                             })
       .def_property_readonly("drift",
                              [](const Predictor& model) {
                                const DriftCorrection& d = model.drift();
@@ -242,12 +271,14 @@ void bind_model(py::module_& m) {
              bool domain) {
             require_schema(model, false);
             std::vector<Config> configs;
+            const bool by_kernels = model.schema() == kKernelSchema;
             FeatureRows rows = without_gil([&] {
               configs = configs_of_keys(keys);
-              return feature_rows(configs);
+              return by_kernels ? FeatureRows{} : feature_rows(configs);
             });
-            py::dict columns =
-                predict_rows(model, rows, configs.size(), configs, planned_memory, domain);
+            py::dict columns = by_kernels ? predict_by_kernels_columns(model, configs, domain)
+                                          : predict_rows(model, rows, configs.size(), configs,
+                                                         planned_memory, domain);
             std::vector<std::string> canonical;
             canonical.reserve(configs.size());
             for (const Config& config : configs) canonical.push_back(to_key(config));
@@ -266,6 +297,7 @@ void bind_model(py::module_& m) {
             std::vector<Config> configs;
             std::vector<std::string> keys;
             std::vector<std::optional<std::string>> names;
+            const bool by_kernels = model.schema() == kKernelSchema;
             FeatureRows rows = without_gil([&] {
               return space.with_features([&](const Space& s, SpaceFeatures& features) {
                 keys.reserve(indices.size());
@@ -280,16 +312,18 @@ void bind_model(py::module_& m) {
                   keys.push_back(to_key(config));
                   names.push_back(architecture_name(config));
                   // The engine plans few configurations (plan_memory's limit): only those are
-                  // kept.
-                  if (planned_memory && indices.size() <= kMostPlannedConfigurations) {
+                  // kept; a kernel model plans every one.
+                  if (by_kernels ||
+                      (planned_memory && indices.size() <= kMostPlannedConfigurations)) {
                     configs.push_back(config);
                   }
                 }
-                return feature_rows(s, features, indices);
+                return by_kernels ? FeatureRows{} : feature_rows(s, features, indices);
               });
             });
-            py::dict columns =
-                predict_rows(model, rows, indices.size(), configs, planned_memory, domain);
+            py::dict columns = by_kernels ? predict_by_kernels_columns(model, configs, domain)
+                                          : predict_rows(model, rows, indices.size(), configs,
+                                                         planned_memory, domain);
             columns["key"] = py::cast(keys);
             columns["architecture"] = py::cast(names);
             columns["index"] = array;
@@ -422,6 +456,31 @@ void bind_model(py::module_& m) {
       },
       py::arg("header"), py::arg("rows"), py::arg("path"), py::arg("features"), py::arg("targets"),
       py::arg("stratify"), py::arg("batch_column"), py::arg("options"));
+
+  m.def(
+      "fit_kernels",
+      [](const std::vector<std::string>& paths,
+         const std::vector<
+             std::pair<std::vector<std::string>, std::vector<std::vector<std::string>>>>& frames,
+         const FitOptions& options) {
+        std::vector<CsvTable> tables;
+        tables.reserve(paths.size() + frames.size());
+        for (const std::string& path : paths) tables.push_back(read_csv(path));
+        for (std::size_t f = 0; f < frames.size(); ++f) {
+          tables.push_back(table_of(frames[f].first, frames[f].second,
+                                    "<DataFrame " + std::to_string(f + 1) + ">"));
+        }
+        FitReport report;
+        const auto [model, data] = without_gil([&] {
+          std::vector<std::string> notes;
+          Dataset kernels = dataset_from_kernels(tables, &notes);
+          auto fitted = std::make_shared<Predictor>(fit_kernel_model(kernels, options, &report));
+          report.notes.insert(report.notes.begin(), notes.begin(), notes.end());
+          return std::make_pair(std::move(fitted), std::move(kernels));
+        });
+        return py::make_tuple(model, fit_report_dict(report), dataset_dict(data));
+      },
+      py::arg("paths"), py::arg("frames"), py::arg("options"));
 }
 
 }  // namespace carb::python

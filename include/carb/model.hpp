@@ -634,7 +634,8 @@ FeatureRows table_feature_rows(const Predictor& model, const CsvTable& table);
 /// intervals from a first fit without a fifth of the architectures (chosen by the seed), whose
 /// configurations' passes against their predicted sums calibrate them (split conformal at
 /// `options.coverage`). Needs 5 architectures and 10 held-out configurations for the intervals;
-/// with fewer, a note in `report` says a prediction's interval is its kernels' bounds summed.
+/// with fewer, a note in `report` and in the model's own fit report says a prediction's interval
+/// is its kernels' bounds summed.
 [[nodiscard]] Predictor fit_kernel_model(const Dataset& data, const FitOptions& options,
                                          FitReport* report);
 

@@ -290,8 +290,17 @@ class Model:
 
     @property
     def schema(self) -> str:
-        """``carb-ir-5`` for a model of configurations, ``table`` for one of a table."""
+        """``carb-ir-5`` for a model of configurations, ``table`` for one of a table,
+        ``kernels`` for a kernel model (``fit(kernels=...)``)."""
         return self._handle.schema
+
+    @property
+    def kernel_pass_interval(self) -> Optional[Dict[str, Any]]:
+        """A kernel model's whole-pass interval: ``half_width`` (of log latency), ``factor``
+        (its exp: predictions are x/factor), and the held-out ``configurations`` and
+        ``architectures`` it was calibrated on; None for other models and for a kernel model
+        whose intervals are its kernels' bounds summed (docs/onnx.md, "Kernel model")."""
+        return self._handle.kernel_pass_interval
 
     @property
     def feature_names(self) -> List[str]:
@@ -354,7 +363,8 @@ class Model:
 
         ``data``: a key, a sequence or Series of keys, a DataFrame with a ``key`` (or
         ``configuration_key``) column, a :class:`Space` (whole, ``indices``, or a ``sample``), or,
-        for a model of a table, a DataFrame with the model's feature columns.
+        for a model of a table, a DataFrame with the model's feature columns. A kernel model
+        predicts configurations' latency by summing their planned kernels (``carb predict``).
 
         ``plan_memory``: where this machine runs the model's engine, memory of up to 10,000
         configurations is the engine's own plan, exact, as ``carb predict`` does
@@ -479,7 +489,8 @@ def fit(data: Any = None, *, db: Optional[PathLike] = None, device: str = "",
         threads: Optional[int] = None, learning_rate: Optional[float] = None,
         forest_trees: Optional[int] = None, fixed_rounds: Optional[int] = None,
         leave_low_batch_out: Optional[bool] = None,
-        baselines: Optional[bool] = None, source: Optional["Model"] = None) -> Model:
+        baselines: Optional[bool] = None, source: Optional["Model"] = None,
+        kernels: Any = None) -> Model:
     """Fits the CARB predictor (``carb fit``; docs/model.md).
 
     With ``source`` (a model of another device, or of the families it saw), the database's
@@ -494,11 +505,37 @@ def fit(data: Any = None, *, db: Optional[PathLike] = None, device: str = "",
     ``features=[...]`` and ``targets`` (``["y"]``, ``["name=column"]`` or ``{"name": "column"}``)
     in cascade order, ``stratify`` and ``batch_column`` as ``carb fit --table`` takes them.
 
+    A kernel model (``carb fit --kernels``; docs/onnx.md, "Kernel model"): ``kernels`` is one or
+    a list of :func:`kernels` DataFrames or ``carb kernels --format csv`` files; its ``fit_report``
+    notes say which configurations were left out and how its whole-pass intervals were
+    calibrated.
+
     The options default to carb's (None); ``output`` writes the model file."""
     options = _fit_options(seed=seed, coverage=coverage, prior=prior, cascade=cascade,
                            corrector=corrector, threads=threads, learning_rate=learning_rate,
                            forest_trees=forest_trees, fixed_rounds=fixed_rounds,
                            leave_low_batch_out=leave_low_batch_out, baselines=baselines)
+    if kernels is not None:
+        if data is not None or db is not None or source is not None:
+            raise _input_error("kernels= fits a kernel model alone: no data, db or source",
+                               "kernels")
+        given = kernels if isinstance(kernels, (list, tuple)) else [kernels]
+        paths = [_os.fspath(k) for k in given if isinstance(k, (str, _os.PathLike))]
+        frames = [_cells(k) for k in given if isinstance(k, pd.DataFrame)]
+        if not given or len(paths) + len(frames) != len(given):
+            raise _input_error("kernels takes carb.kernels DataFrames or carb kernels CSV files",
+                               "kernels")
+        if prior is None:  # carb fit --kernels' default: the trees fit the kernels' times alone
+            options.prior = "none"
+        handle, report, info = _carb.fit_kernels(paths, frames, options)
+        model = Model(handle, data=info)
+        kept = set(model.fit_report["notes"])
+        for note in report["notes"]:  # what the timings left out (carb fit's "note:" lines)
+            if note not in kept:
+                _warnings.warn(note, stacklevel=2)
+        if output is not None:
+            model.save(output)
+        return model
     if isinstance(data, (str, _os.PathLike)) and db is None:
         db, data = data, None
     if (db is None) == (data is None):

@@ -84,10 +84,12 @@ Predictor fit_kernel_model(const Dataset& data, const FitOptions& options, FitRe
   Predictor model = Predictor::fit(data, options, report);
   if (interval) {
     model_detail::PredictorFactory::set_kernel_pass_interval(model, *interval);
-  } else if (report != nullptr) {
-    report->notes.push_back(
+  } else {
+    const std::string note =
         "whole-pass intervals not calibrated (it needs 5 architectures and 10 configurations "
-        "held out): a configuration's interval is its kernels' bounds summed, wider");
+        "held out): a configuration's interval is its kernels' bounds summed, wider";
+    if (report != nullptr) report->notes.push_back(note);
+    model_detail::PredictorFactory::add_note(model, note);
   }
   return model;
 }

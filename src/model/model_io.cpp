@@ -269,6 +269,10 @@ void PredictorFactory::set_kernel_pass_interval(Predictor& model,
   model.impl_->kernel_pass = interval;
 }
 
+void PredictorFactory::add_note(Predictor& model, std::string note) {
+  model.impl_->report.notes.push_back(std::move(note));
+}
+
 Predictor PredictorFactory::from_json(const json& file, const std::string& origin) {
   if (!file.is_object() || file.value("format", "") != "carb-model") {
     throw Error(ErrorCategory::kInput,

@@ -93,6 +93,8 @@ struct PredictorFactory {
   static nlohmann::json to_json(const Predictor& predictor);
   /// Gives a kernel model its whole-pass interval (fit_kernel_model).
   static void set_kernel_pass_interval(Predictor& model, const KernelPassInterval& interval);
+  /// Adds a note to the fit report the model keeps (and writes to its file).
+  static void add_note(Predictor& model, std::string note);
 };
 
 }  // namespace carb::model_detail
