@@ -506,9 +506,10 @@ def fit(data: Any = None, *, db: Optional[PathLike] = None, device: str = "",
     in cascade order, ``stratify`` and ``batch_column`` as ``carb fit --table`` takes them.
 
     A kernel model (``carb fit --kernels``; docs/onnx.md, "Kernel model"): ``kernels`` is one or
-    a list of :func:`kernels` DataFrames or ``carb kernels --format csv`` files; its ``fit_report``
-    notes say which configurations were left out and how its whole-pass intervals were
-    calibrated.
+    a list of :func:`kernels` DataFrames or ``carb kernels --format csv`` files. Configurations
+    the timings leave out (those that ran a oneDNN reference kernel) are reported as warnings;
+    ``kernel_pass_interval`` says how its whole-pass intervals were calibrated (None: they were
+    not, and a note in ``fit_report`` says why).
 
     The options default to carb's (None); ``output`` writes the model file."""
     options = _fit_options(seed=seed, coverage=coverage, prior=prior, cascade=cascade,
