@@ -162,6 +162,28 @@ TEST_F(CpuDeviceTest, TheSessionsKernelsAreThePlansOpsAndTheirSteps) {
   }
 }
 
+// oneDNN 2.6's concat copies one element per call where the channels are the layout's outermost
+// axis (blocked, batch 1): there a concat is a reorder per input into its channels of the
+// output, each input after the first a step. Batched, or in nhwc, it is oneDNN's concat.
+TEST_F(CpuDeviceTest, ABlockedConcatOfBatchOneIsACopyPerInput) {
+  const auto concat_kernels = [&](const char* architecture, int batch) {
+    const auto session =
+        device_.prepare(testing::test_config(architecture, 32, batch, Precision::kFp32), kSeed);
+    std::vector<std::string> names;
+    for (const KernelInfo& kernel : session->kernels()) {
+      if (kernel.name.rfind("concat", 0) == 0) names.push_back(kernel.name);
+    }
+    return names;
+  };
+  EXPECT_EQ(concat_kernels("densenet_transition", 1),
+            (std::vector<std::string>{"concat10", "concat10(copy 2)", "concat17",
+                                      "concat17(copy 2)", "concat17(copy 3)"}));
+  EXPECT_EQ(concat_kernels("densenet_transition", 2),
+            (std::vector<std::string>{"concat10", "concat17"}));
+  EXPECT_EQ(concat_kernels("shufflenet_v2_58", 1),
+            (std::vector<std::string>{"concat18", "concat30"}));
+}
+
 TEST_F(CpuDeviceTest, ImportedKernelsFuseBatchNormsActivationsAndSums) {
   const auto session =
       device_.prepare(testing::test_config("mobilenet_v2_block", 32, 2, Precision::kFp32), kSeed);

@@ -238,15 +238,23 @@ class Staging {
   std::int64_t held_bytes_ = 0;  ///< bytes backed now: whole units, or the whole mapping
 };
 
+// A primitive that runs after an op's own, writing its output: an eltwise in place on it, or a
+// reorder of one of its inputs into a view of it.
+struct Step {
+  std::string name;  ///< the kernel's, after the op's in parentheses
+  dnnl::primitive_desc_base primitive;
+  int input = -1;  ///< the value it reads; -1: the op's output, in place
+};
+
 // What prepare() chose for one op: the primitive; for conv and fc, the reorder of the generated
-// weights into the primitive's weight layout; eltwise steps that run after it in place on its
-// output (a standalone hard sigmoid's clip; an activation oneDNN cannot fuse); and the op's
-// parameter tensors as they lie in the weight region (conv and fc: weights in the kernel's
-// layout, then the bias if any; batch norm: mean, variance, scale and shift).
+// weights into the primitive's weight layout; steps that run after it (a standalone hard
+// sigmoid's clip; an activation oneDNN cannot fuse; a concat's copies of its other inputs); and
+// the op's parameter tensors as they lie in the weight region (conv and fc: weights in the
+// kernel's layout, then the bias if any; batch norm: mean, variance, scale and shift).
 struct OpDescription {
   dnnl::primitive_desc_base primitive;
   std::optional<dnnl::reorder::primitive_desc> weights_reorder;
-  std::vector<std::pair<std::string, dnnl::primitive_desc_base>> steps;  ///< named, in order
+  std::vector<Step> steps;  ///< in order
   std::vector<Memory::desc> parameters;
 
   std::int64_t parameter_bytes() const {
@@ -383,7 +391,7 @@ class CpuPlanner {
     for (const Op& op : plan_.ops) {
       OpDescription description = describe(op);
       note_scratchpad(description.primitive.scratchpad_desc());
-      for (const auto& step : description.steps) note_scratchpad(step.second.scratchpad_desc());
+      for (const Step& step : description.steps) note_scratchpad(step.primitive.scratchpad_desc());
       if (op.kind == OpKind::kConv || op.kind == OpKind::kFullyConnected) {
         {
           const SingleThreaded single_threaded;
@@ -491,6 +499,10 @@ class CpuPlanner {
         break;
       }
       case OpKind::kConcat: {
+        if (tensor(source.output).n == 1 && network_layout_ != Tag::nhwc) {
+          describe_concat_copies(op, dst, attr, description);
+          break;
+        }
         std::vector<Memory::desc> inputs = {src};
         for (const int other : op.other_inputs) inputs.push_back(activation_desc_of(other));
         description.primitive =
@@ -606,12 +618,35 @@ class CpuPlanner {
     return any_kind(CARB_DNNL(dnnl::pooling_forward::primitive_desc(desc, attr, engine_)));
   }
 
+  // A concat of blocked tensors of batch 1 as one reorder per input into its channels' view of
+  // the output (on block boundaries: blocking_obstacle()). There the channels are the layout's
+  // outermost axis, and oneDNN 2.6's concat copies them one element per call of a
+  // std::function, 2-10 times slower than its reorders (docs/benchmarks.md, "Concats at batch 1").
+  void describe_concat_copies(const Op& op, const Memory::desc& dst,
+                              const dnnl::primitive_attr& attr, OpDescription& description) const {
+    std::vector<int> inputs = {op.input};
+    inputs.insert(inputs.end(), op.other_inputs.begin(), op.other_inputs.end());
+    Memory::dim offset = 0;
+    for (std::size_t k = 0; k < inputs.size(); ++k) {
+      const Memory::desc from = activation_desc_of(inputs[k]);
+      const Memory::desc view = CARB_DNNL(dst.submemory_desc(from.dims(), {0, offset, 0, 0}));
+      offset += from.dims()[1];
+      dnnl::primitive_desc_base copy =
+          any_kind(CARB_DNNL(dnnl::reorder::primitive_desc(engine_, from, engine_, view, attr)));
+      if (k == 0) {
+        description.primitive = std::move(copy);
+      } else {
+        description.steps.push_back({"copy " + std::to_string(k + 1), std::move(copy), inputs[k]});
+      }
+    }
+  }
+
   // Appends eltwise steps running in place on the output `dst` (as one dense vector).
   void add_steps(OpDescription& description, std::span<const EltwiseStep> steps,
                  const Memory::desc& dst) const {
     for (const EltwiseStep& step : steps) {
-      description.steps.emplace_back(
-          step.name, describe_eltwise(step, dense_view(dst, data_type_), user_scratchpad()));
+      description.steps.push_back(
+          {step.name, describe_eltwise(step, dense_view(dst, data_type_), user_scratchpad())});
     }
   }
 
@@ -868,10 +903,15 @@ class CpuSession final : public Session, private CpuPlanner {
     kernel.info = {op.name, CARB_DNNL(std::string(desc.impl_info_str())), op_layers(op)};
     kernel.args = scratchpad_arg(desc.scratchpad_desc());
     // Every primitive here names its inputs SRC_0, SRC_1, ... (reorders too: FROM is SRC_0),
-    // but a concat, whose inputs are MULTIPLE_SRC + i.
-    const int first_input = op.kind == OpKind::kConcat ? DNNL_ARG_MULTIPLE_SRC : DNNL_ARG_SRC_0;
+    // but a concat, whose inputs are MULTIPLE_SRC + i; a reorder reads one (a concat's copies:
+    // the others are its steps').
+    const dnnl::primitive::kind kind = CARB_DNNL(desc.get_kind());
+    const int first_input =
+        kind == dnnl::primitive::kind::concat ? DNNL_ARG_MULTIPLE_SRC : DNNL_ARG_SRC_0;
     kernel.args.emplace(first_input, arena_view(op.input, CARB_DNNL(desc.src_desc(0))));
-    for (std::size_t k = 0; k < op.other_inputs.size(); ++k) {
+    const std::size_t other_inputs =
+        kind == dnnl::primitive::kind::reorder ? 0 : op.other_inputs.size();
+    for (std::size_t k = 0; k < other_inputs; ++k) {
       const int i = static_cast<int>(k) + 1;
       kernel.args.emplace(first_input + i,
                           arena_view(op.other_inputs[k], CARB_DNNL(desc.src_desc(i))));
@@ -884,16 +924,19 @@ class CpuSession final : public Session, private CpuPlanner {
       load_batch_norm(index, op, description, seed, kernel);
     }
     kernels_.push_back(std::move(kernel));
-    for (const auto& named_step : description.steps) {
-      const dnnl::primitive_desc_base& step_desc = named_step.second;
+    for (const Step& named_step : description.steps) {
+      const dnnl::primitive_desc_base& step_desc = named_step.primitive;
       Kernel step;
       step.primitive = CARB_DNNL(dnnl::primitive(step_desc.get()));
-      step.info = {op.name + "(" + named_step.first + ")",
+      step.info = {op.name + "(" + named_step.name + ")",
                    CARB_DNNL(std::string(step_desc.impl_info_str())),
                    {op.activation >= 0 ? op.activation : op.layer}};
       step.args = scratchpad_arg(step_desc.scratchpad_desc());
       const Memory output = arena_view(op.output, CARB_DNNL(step_desc.dst_desc()));
-      step.args.emplace(DNNL_ARG_SRC, output);
+      step.args.emplace(DNNL_ARG_SRC,
+                        named_step.input < 0
+                            ? output
+                            : arena_view(named_step.input, CARB_DNNL(step_desc.src_desc())));
       step.args.emplace(DNNL_ARG_DST, output);
       kernels_.push_back(std::move(step));
       clock_.lap(PrepareClock::kKernels);
