@@ -78,26 +78,31 @@ void bind_campaign(py::module_& m) {
 
   m.def("parse_duration", &parse_duration_s, py::arg("text"));
 
-  // carb kernels: the columns key, index, for_each_kernel_column's, pass_ms; timed with the GIL
-  // released, the rows made Python objects after.
+  // carb kernels: the columns key, index, for_each_kernel_column's, pass_ms, drift_probe,
+  // probe_ms; timed with the GIL released, the rows made Python objects after.
   m.def(
       "kernels",
       [](const std::vector<std::string>& keys, const std::string& device, int warmup, int passes,
-         std::uint64_t seed) {
+         std::uint64_t seed, const std::optional<std::string>& drift_probe, double drift_every) {
         using Value = std::variant<std::string, std::int64_t, double, std::optional<std::string>,
                                    std::optional<std::int64_t>, std::optional<double>>;
         std::vector<std::string> names = {"key", "index"};
         for_each_kernel_column(Network{}, KernelTime{}, 0, [&](std::string_view name, const auto&) {
           names.emplace_back(name);
         });
-        names.emplace_back("pass_ms");
+        names.insert(names.end(), {"pass_ms", "drift_probe", "probe_ms"});
         std::vector<std::vector<Value>> rows;
         std::vector<Config> configs;
         configs.reserve(keys.size());
         for (const std::string& key : keys) configs.push_back(parse_key(key));
+        std::optional<KernelDriftProbe> probe;
+        if (drift_probe && drift_every > 0)
+          probe = KernelDriftProbe{parse_key(*drift_probe), drift_every};
+        const std::optional<std::string> probe_key =
+            probe ? std::optional(to_key(probe->config)) : std::nullopt;
         without_gil([&] {
           profile_kernels(
-              configs, device, seed, warmup, passes,
+              configs, device, seed, warmup, passes, probe,
               [&](const Network& network, const KernelBreakdown& times) {
                 const double sum_ms = kernels_sum_ms(times);
                 for (std::size_t k = 0; k < times.kernels.size(); ++k) {
@@ -106,6 +111,8 @@ void bind_campaign(py::module_& m) {
                       network, times.kernels[k], sum_ms,
                       [&](std::string_view, const auto& value) { row.emplace_back(value()); });
                   row.emplace_back(times.pass_median_ms);
+                  row.emplace_back(probe_key);
+                  row.emplace_back(times.probe_ms);
                   rows.push_back(std::move(row));
                 }
               });
@@ -120,7 +127,8 @@ void bind_campaign(py::module_& m) {
         }
         return columns;
       },
-      py::arg("keys"), py::arg("device"), py::arg("warmup"), py::arg("passes"), py::arg("seed"));
+      py::arg("keys"), py::arg("device"), py::arg("warmup"), py::arg("passes"), py::arg("seed"),
+      py::arg("drift_probe"), py::arg("drift_every"));
   m.attr("DEFAULT_DRIFT_PROBE") = std::string(kDefaultDriftProbe);
 
   m.def(

@@ -462,7 +462,8 @@ void bind_model(py::module_& m) {
       [](const std::vector<std::string>& paths,
          const std::vector<
              std::pair<std::vector<std::string>, std::vector<std::vector<std::string>>>>& frames,
-         const FitOptions& options) {
+         const FitOptions& options, const std::string& drift) {
+        const DriftMode mode = drift_of(drift);
         std::vector<CsvTable> tables;
         tables.reserve(paths.size() + frames.size());
         for (const std::string& path : paths) tables.push_back(read_csv(path));
@@ -473,14 +474,14 @@ void bind_model(py::module_& m) {
         FitReport report;
         const auto [model, data] = without_gil([&] {
           std::vector<std::string> notes;
-          Dataset kernels = dataset_from_kernels(tables, &notes);
+          Dataset kernels = dataset_from_kernels(tables, &notes, mode);
           auto fitted = std::make_shared<Predictor>(fit_kernel_model(kernels, options, &report));
           report.notes.insert(report.notes.begin(), notes.begin(), notes.end());
           return std::make_pair(std::move(fitted), std::move(kernels));
         });
         return py::make_tuple(model, fit_report_dict(report), dataset_dict(data));
       },
-      py::arg("paths"), py::arg("frames"), py::arg("options"));
+      py::arg("paths"), py::arg("frames"), py::arg("options"), py::arg("drift"));
 }
 
 }  // namespace carb::python

@@ -137,13 +137,27 @@ std::string device_fingerprint_of(const std::string& device);
 CampaignSummary run_mpi_campaign(const std::vector<Config>& configs, const CampaignOptions& options,
                                  const std::function<void(const CampaignProgress&)>& progress);
 
+/// profile_kernels' drift probe: `config` measured in this process with drift_probe_protocol()
+/// before the first configuration, before the next one whenever `every_s` have passed since the
+/// last probe, and after the last configuration, as a campaign's (docs/measurement.md, "Drift
+/// probes").
+struct KernelDriftProbe {
+  Config config;
+  double every_s = 10.0;
+};
+
 /// Where each configuration's forward pass spends its time on `device`, kernel by kernel
 /// (time_kernels, after `warmup_passes` whole passes, over `passes`), in this process: a
 /// diagnostic, not a measurement (no worker, no store). Calls `each` per configuration in order
-/// with its session's network and breakdown. Throws carb::Error: usage for an unknown device or
-/// one that cannot run its pass a kernel at a time, input for a configuration it cannot run.
+/// with its session's network and breakdown. With a drift probe, each breakdown's probe_ms is
+/// the probe's latency at the configuration's moment, linear in time between the ok probes
+/// around it (the nearest one where there is one on one side only; nullopt where none was ok),
+/// and `each` is called once the probe after a configuration has run. Throws carb::Error: usage
+/// for an unknown device or one that cannot run its pass a kernel at a time, input for a
+/// configuration it cannot run.
 void profile_kernels(const std::vector<Config>& configs, const std::string& device,
                      std::uint64_t seed, int warmup_passes, int passes,
+                     const std::optional<KernelDriftProbe>& probe,
                      const std::function<void(const Network&, const KernelBreakdown&)>& each);
 
 /// How long a claim of a campaign measuring under `protocol` holds before another process may

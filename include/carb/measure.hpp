@@ -135,6 +135,9 @@ struct KernelBreakdown {
   std::vector<KernelTime> kernels;  ///< in kernels() order
   double pass_median_ms = 0;        ///< median whole pass (run() + sync()), timed between them
   int passes = 0;                   ///< kernel-by-kernel passes (and whole passes) timed
+  /// The drift probe's latency, ms, at the moment it was timed (profile_kernels); nullopt
+  /// without a probe, or where none was ok.
+  std::optional<double> probe_ms;
 };
 
 /// The one definition of a kernel's row in `carb kernels` and the Python module's `kernels()`:

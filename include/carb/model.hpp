@@ -50,9 +50,9 @@ std::optional<DriftMode> parse_drift_mode(std::string_view text);
 /// running as fast as when the probe took reference_ms.
 struct DriftCorrection {
   bool applied = false;
-  std::string probe_key;                  ///< the probe configuration
-  double reference_ms = 0;                ///< the probe latency of factor 1
-  std::size_t probes = 0;                 ///< probes in the curve
+  std::string probe_key;    ///< the probe configuration
+  double reference_ms = 0;  ///< the probe latency of factor 1
+  std::size_t probes = 0;   ///< probes in the curve (0 for kernel timings: they carry no probes)
   double min_factor = 1, max_factor = 1;  ///< over the rows
   std::string reason;                     ///< why it was not applied
 };
@@ -204,10 +204,15 @@ Dataset dataset_from_table(const CsvTable& table, const TableSpec& spec);
 /// the plan has no op of its own for it. A configuration any of whose kernels ran one of
 /// oneDNN's reference implementations ("ref:...", tens to thousands of times slower than the
 /// optimised ones, and chosen by what no feature says) is left out, and `notes` (when given)
-/// says how many. Throws carb::Error (input) with file:line:column on a missing column, a kernel
-/// that names no IR layers (no features) or a cell that is not a number.
+/// says how many. Each target is divided by its configuration's drift factor (data.drift) as
+/// `drift` says: the drift probe's latency at the configuration's moment (`carb kernels`'
+/// probe_ms) over the median of every configuration's, when every row has one of one probe
+/// configuration (auto), the same or an error saying which row has not (on), or never (off).
+/// Throws carb::Error (input) with file:line:column on a missing column, a kernel that names no
+/// IR layers (no features) or a cell that is not a number.
 Dataset dataset_from_kernels(const std::vector<CsvTable>& tables,
-                             std::vector<std::string>* notes = nullptr);
+                             std::vector<std::string>* notes = nullptr,
+                             DriftMode drift = DriftMode::kAuto);
 
 // ---------------------------------------------------------------------------------------------
 // Fitting

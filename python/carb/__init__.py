@@ -528,7 +528,7 @@ def fit(data: Any = None, *, db: Optional[PathLike] = None, device: str = "",
                                "kernels")
         if prior is None:  # carb fit --kernels' default: the trees fit the kernels' times alone
             options.prior = "none"
-        handle, report, info = _carb.fit_kernels(paths, frames, options)
+        handle, report, info = _carb.fit_kernels(paths, frames, options, drift)
         model = Model(handle, data=info)
         kept = set(model.fit_report["notes"])
         for note in report["notes"]:  # what the timings left out (carb fit's "note:" lines)
@@ -674,11 +674,14 @@ def devices() -> pd.DataFrame:
 
 
 def kernels(configurations: Keys, *, device: str = "cpu", passes: int = 20, warmup: int = 5,
-            seed: int = 1) -> pd.DataFrame:
+            seed: int = 1, drift_probe: Optional[str] = DEFAULT_DRIFT_PROBE,
+            drift_every: float = 10.0) -> pd.DataFrame:
     """Where each configuration's forward pass spends its time, kernel by kernel (``carb
     kernels``; docs/cli.md): one row per kernel in execution order, its IR layers' kind, class,
     shapes, MACs and parameters, its median time, its share of the kernels' sum, the kernel
-    model's features (docs/onnx.md, "Kernel model") and the whole pass's median. A diagnostic in
+    model's features (docs/onnx.md, "Kernel model"), the whole pass's median, and the drift
+    probe's latency at the configuration's moment (``probe_ms``; ``drift_probe=None`` or
+    ``drift_every=0``: none), which :func:`fit` with ``kernels=`` divides by. A diagnostic in
     this process: nothing is stored."""
     keys = _keys_of(configurations)
     if keys is None:
@@ -686,7 +689,7 @@ def kernels(configurations: Keys, *, device: str = "cpu", passes: int = 20, warm
     if passes < 1 or warmup < 0:
         raise _input_error(f"passes {passes}, warmup {warmup}: at least one pass, no negative "
                            "warm-up", "passes")
-    return _frame(_carb.kernels(keys, device, warmup, passes, seed))
+    return _frame(_carb.kernels(keys, device, warmup, passes, seed, drift_probe, drift_every))
 
 
 def _protocol(**given: Any) -> Protocol:

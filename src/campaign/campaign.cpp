@@ -404,22 +404,70 @@ std::string device_fingerprint_of(const std::string& device) {
                                          read_host_info());
 }
 
-void profile_kernels(
-    const std::vector<Config>& configs, const std::string& device_name, std::uint64_t seed,
-    int warmup_passes, int passes,
-    const std::function<void(const Network&, const KernelBreakdown&)>& each) {
+void profile_kernels(const std::vector<Config>& configs, const std::string& device_name,
+                     std::uint64_t seed, int warmup_passes, int passes,
+                     const std::optional<KernelDriftProbe>& probe,
+                     const std::function<void(const Network&, const KernelBreakdown&)>& each) {
   const auto backends = campaign_detail::backends_for(device_name);
   const Device& device = campaign_detail::find_device(backends, device_name);
+  const auto start = Clock::now();
+  const auto now_s = [&] { return seconds_since(start); };
+  // Configurations timed since the last probe, waiting for the next one: (network, breakdown,
+  // moment in seconds).
+  struct Timed {
+    Network network;
+    KernelBreakdown breakdown;
+    double at_s;
+  };
+  std::vector<Timed> waiting;
+  std::optional<std::pair<double, double>> last_probe;  // the last ok probe: (moment, ms)
+  double last_probe_s = 0;
+  std::unique_ptr<EnergyMeter> meter;
+  if (probe) meter = open_energy_meter(device.info());
+  // Measures the probe; hands the waiting configurations their probe latency, interpolated
+  // between the last ok probe and this one (when ok; else they wait for the next).
+  const auto run_probe = [&](bool last) {
+    const double before_s = now_s();
+    const Measurement measurement =
+        measure_configuration(device, probe->config, drift_probe_protocol(Protocol{}), *meter);
+    last_probe_s = now_s();
+    const std::optional<LatencyStats>& latency =
+        measurement.device_latency ? measurement.device_latency : measurement.wall_latency;
+    std::optional<std::pair<double, double>> point;
+    if (measurement.status == MeasurementStatus::kOk && latency) {
+      point = std::pair{(before_s + last_probe_s) / 2, latency->median_ms};
+    }
+    if (!point && !last) return;
+    for (Timed& timed : waiting) {
+      if (point && last_probe && point->first > last_probe->first) {
+        const double along = (timed.at_s - last_probe->first) / (point->first - last_probe->first);
+        timed.breakdown.probe_ms =
+            last_probe->second + along * (point->second - last_probe->second);
+      } else if (point || last_probe) {
+        timed.breakdown.probe_ms = (point ? point : last_probe)->second;
+      }
+      each(timed.network, timed.breakdown);
+    }
+    waiting.clear();
+    if (point) last_probe = point;
+  };
+  if (probe) run_probe(false);
   for (const Config& config : configs) {
+    if (probe && now_s() - last_probe_s >= probe->every_s) run_probe(false);
     const std::unique_ptr<Session> session = device.prepare(config, seed);
-    const std::optional<KernelBreakdown> breakdown =
-        time_kernels(*session, warmup_passes, passes);
+    const double before_s = now_s();
+    std::optional<KernelBreakdown> breakdown = time_kernels(*session, warmup_passes, passes);
     if (!breakdown) {
       throw Error(ErrorCategory::kUsage,
                   device.info().id + " cannot run a forward pass a kernel at a time");
     }
-    each(session->network(), *breakdown);
+    if (!probe) {
+      each(session->network(), *breakdown);
+      continue;
+    }
+    waiting.push_back({session->network(), std::move(*breakdown), (before_s + now_s()) / 2});
   }
+  if (probe) run_probe(true);
 }
 
 CampaignSummary run_campaign(const std::vector<Config>& configs, const CampaignOptions& options,

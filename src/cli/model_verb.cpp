@@ -55,10 +55,12 @@ void print_drift(const Dataset& data, DriftMode mode) {
   const DriftCorrection& drift = data.drift;
   if (drift.applied) {
     char text[240];
+    const std::string probes =
+        drift.probes > 0 ? std::to_string(drift.probes) + " probes" : "the kernel timings' probe";
     std::snprintf(text, sizeof text,
-                  "latency divided by the device's drift: %zu probes of %s, factors %.3f-%.3f "
-                  "of the probe's %.4g ms\n",
-                  drift.probes, drift.probe_key.c_str(), drift.min_factor, drift.max_factor,
+                  "latency divided by the device's drift: %s of %s, factors %.3f-%.3f of the "
+                  "probe's %.4g ms\n",
+                  probes.c_str(), drift.probe_key.c_str(), drift.min_factor, drift.max_factor,
                   drift.reference_ms);
     std::cerr << text;
   } else if (mode != DriftMode::kOff) {
@@ -80,7 +82,8 @@ void add_data_options(CLI::App* verb, DataOptions& options) {
   verb->add_option("--batch-column", options.batch_column,
                    "table: the batch-size column (for the low-batch corrector)");
   verb->add_option("--drift", options.drift,
-                   "divide latencies by the drift the database's probes measured: auto, on, off")
+                   "divide latencies by the drift the database's (or the kernel timings') probes "
+                   "measured: auto, on, off")
       ->capture_default_str();
   verb->add_option("--instance", options.instance,
                    "only the rows this host instance measured (machine:boot id, or a prefix); "
@@ -104,15 +107,15 @@ Dataset load_data(const DataOptions& options, std::optional<double> reference_ms
   }
   if (!options.kernels.empty()) {
     if (!options.features.empty() || !options.targets.empty() || !options.instance.empty() ||
-        !options.stratify.empty() || !options.batch_column.empty() || options.drift == "on") {
+        !options.stratify.empty() || !options.batch_column.empty()) {
       throw Error(ErrorCategory::kUsage,
                   "--kernels fixes its features and target; --features, --target, --stratify, "
-                  "--batch-column, --instance and --drift on are for --table or --db");
+                  "--batch-column and --instance are for --table or --db");
     }
     std::vector<CsvTable> tables;
     for (const std::string& path : options.kernels) tables.push_back(read_csv(path));
     std::vector<std::string> notes;
-    Dataset data = dataset_from_kernels(tables, &notes);
+    Dataset data = dataset_from_kernels(tables, &notes, drift_mode(options.drift));
     for (const std::string& note : notes) std::cerr << "note: " << note << "\n";
     return data;
   }
@@ -334,7 +337,7 @@ void run_fit(FitCommand& command) {
   command.options.corrector = command.corrector;
   const Format format = parse_format(command.format);
   const Dataset data = load_data(command.data);
-  if (!command.data.db.empty()) print_drift(data, drift_mode(command.data.drift));
+  if (command.data.table.empty()) print_drift(data, drift_mode(command.data.drift));
   print_instances(data);
   FitReport report;
   const Predictor predictor = command.data.kernels.empty()

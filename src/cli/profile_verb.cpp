@@ -67,6 +67,16 @@ void run_devices(const std::string& format) {
   }
 }
 
+// --drift-probe's configuration; nullopt for "none" or a --drift-every of 0.
+std::optional<Config> drift_probe_of(const std::string& probe, double every_s) {
+  if (probe == "none" || every_s <= 0) return std::nullopt;
+  try {
+    return parse_key(probe);
+  } catch (const Error& error) {
+    throw Error(ErrorCategory::kUsage, "--drift-probe: " + std::string(error.what()));
+  }
+}
+
 // --- carb kernels -------------------------------------------------------------------------
 
 struct KernelsOptions {
@@ -75,6 +85,8 @@ struct KernelsOptions {
   std::string device = "cpu";
   int passes = 20;
   int warmup = 5;
+  std::string drift_probe = std::string(kDefaultDriftProbe);
+  std::string drift_every = "10s";
   std::string format = "table";
 };
 
@@ -90,10 +102,16 @@ void run_kernels(const KernelsOptions& options) {
   std::vector<std::string> columns = {"key", "index"};
   for_each_kernel_column(Network{}, KernelTime{}, 0,
                          [&](std::string_view name, const auto&) { columns.emplace_back(name); });
-  columns.emplace_back("pass_ms");
+  columns.insert(columns.end(), {"pass_ms", "drift_probe", "probe_ms"});
+  const double every_s = parse_duration_s(options.drift_every);
+  std::optional<KernelDriftProbe> probe;
+  if (const std::optional<Config> config = drift_probe_of(options.drift_probe, every_s)) {
+    probe = KernelDriftProbe{*config, every_s};
+  }
+  const Cell probe_key = probe ? Cell(to_key(probe->config)) : Cell(kNull);
   auto writer = make_row_writer(format, columns, std::cout);
   // Weights and input seeded as a measurement's are (Protocol::seed), whatever --seed samples.
-  profile_kernels(configs, options.device, Protocol{}.seed, options.warmup, options.passes,
+  profile_kernels(configs, options.device, Protocol{}.seed, options.warmup, options.passes, probe,
                   [&](const Network& network, const KernelBreakdown& times) {
                     const double sum_ms = kernels_sum_ms(times);
                     const std::string key = to_key(network.config);
@@ -104,6 +122,8 @@ void run_kernels(const KernelsOptions& options) {
                                                row.push_back(cell_of(value()));
                                              });
                       row.emplace_back(times.pass_median_ms);
+                      row.push_back(probe_key);
+                      row.push_back(cell_of(times.probe_ms));
                       writer->row(row);
                     }
                     if (format == Format::kTable) {
@@ -294,13 +314,8 @@ void run_profile(const ProfileOptions& options) {
     throw Error(ErrorCategory::kUsage, "--rounds is not supported with --mpi yet");
   }
   campaign.rounds = options.rounds;
-  if (options.drift_probe != "none" && campaign.drift_every_s > 0 && !options.mpi) {
-    try {
-      campaign.drift_probe = parse_key(options.drift_probe);
-    } catch (const Error& error) {
-      throw Error(ErrorCategory::kUsage, "--drift-probe: " + std::string(error.what()));
-    }
-  }
+  if (!options.mpi)
+    campaign.drift_probe = drift_probe_of(options.drift_probe, campaign.drift_every_s);
 
   const bool terminal = ::isatty(STDERR_FILENO) != 0;
   const auto show = [terminal](const CampaignProgress& progress) {
@@ -480,6 +495,15 @@ void add_profile_verbs(CLI::App& app) {
       ->capture_default_str();
   kernels_verb->add_option("--warmup", kernels->warmup, "whole passes before timing")
       ->check(CLI::Range(0, 100000))
+      ->capture_default_str();
+  kernels_verb
+      ->add_option("--drift-probe", kernels->drift_probe,
+                   "configuration measured briefly every --drift-every (and after the last), so "
+                   "that each configuration's timings carry the device's speed at their moment "
+                   "(probe_ms: carb fit --kernels divides by it), or none")
+      ->capture_default_str();
+  kernels_verb
+      ->add_option("--drift-every", kernels->drift_every, "time between drift probes (0: none)")
       ->capture_default_str();
   kernels_verb->add_option("--format", kernels->format, "table, csv or json")
       ->check(CLI::IsMember({"table", "csv", "json"}));

@@ -12,6 +12,7 @@
 #include "carb/engine_plan.hpp"
 #include "carb/error.hpp"
 #include "carb/model.hpp"
+#include "carb/statistics.hpp"
 #include "carb/store.hpp"
 
 namespace carb {
@@ -598,8 +599,72 @@ Dataset dataset_from_table(const CsvTable& table, const TableSpec& spec) {
   return data;
 }
 
-Dataset dataset_from_kernels(const std::vector<CsvTable>& tables, std::vector<std::string>* notes) {
+namespace {
+
+// Each configuration's drift factor in kernel timings: its probe_ms over the median of every
+// configuration's, where every table has a probe of one configuration for every configuration
+// (`correction` says whether, and why not).
+std::map<std::string, double> kernel_drift_factors(const std::vector<CsvTable>& tables,
+                                                   DriftCorrection& correction) {
+  std::map<std::string, double> probe_of;  // configuration key -> probe_ms
+  for (const CsvTable& table : tables) {
+    const auto has = [&](std::string_view name) {
+      return std::find(table.header.begin(), table.header.end(), name) != table.header.end();
+    };
+    if (!has("drift_probe") || !has("probe_ms")) {
+      correction.reason = table.path + " has no drift probe columns (timed without a drift probe)";
+      return {};
+    }
+    const std::size_t key = table.column("key");
+    const std::size_t probe = table.column("drift_probe");
+    const std::size_t probe_ms = table.column("probe_ms");
+    for (std::size_t r = 0; r < table.rows.size(); ++r) {
+      const std::vector<std::string>& row = table.rows[r];
+      const double value = number_at(table, r, probe_ms);
+      const std::string where = table.path + ":" + std::to_string(table.lines[r]);
+      if (row[probe].empty() || std::isnan(value) || value <= 0) {
+        correction.reason = where + ": " + row[key] + " has no probe latency (no probe was ok)";
+        return {};
+      }
+      if (correction.probe_key.empty()) correction.probe_key = row[probe];
+      if (row[probe] != correction.probe_key) {
+        correction.reason = where + ": probe " + row[probe] + ", where earlier rows' is " +
+                            correction.probe_key + ": one probe's latencies compare";
+        return {};
+      }
+      probe_of.emplace(row[key], value);
+    }
+  }
+  if (probe_of.empty()) {
+    correction.reason = "the kernel timings hold no kernels";
+    return {};
+  }
+  std::vector<double> values;
+  values.reserve(probe_of.size());
+  for (const auto& [key, value] : probe_of) values.push_back(value);
+  correction.reference_ms = median(values);
+  correction.min_factor = *std::min_element(values.begin(), values.end()) / correction.reference_ms;
+  correction.max_factor = *std::max_element(values.begin(), values.end()) / correction.reference_ms;
+  correction.applied = true;
+  for (auto& [key, value] : probe_of) value /= correction.reference_ms;
+  return probe_of;
+}
+
+}  // namespace
+
+Dataset dataset_from_kernels(const std::vector<CsvTable>& tables, std::vector<std::string>* notes,
+                             DriftMode drift) {
   const std::vector<std::string>& features = engine::kernel_feature_names();
+  DriftCorrection correction;
+  std::map<std::string, double> factor_of;
+  if (drift == DriftMode::kOff) {
+    correction.reason = "off";
+  } else {
+    factor_of = kernel_drift_factors(tables, correction);
+    if (!correction.applied && drift == DriftMode::kOn) {
+      throw Error(ErrorCategory::kInput, "drift on: " + correction.reason, "drift");
+    }
+  }
   CsvTable merged;
   merged.path = "kernel timings";
   merged.header = features;
@@ -636,7 +701,8 @@ Dataset dataset_from_kernels(const std::vector<CsvTable>& tables, std::vector<st
       const auto where = [&](std::size_t column) {
         return table.path + ":" + std::to_string(table.lines[r]) + ":" + std::to_string(column + 1);
       };
-      const double part = number_at(table, r, share) * number_at(table, r, pass);
+      const double part = number_at(table, r, share) * number_at(table, r, pass) /
+                          (correction.applied ? factor_of.at(row[key]) : 1.0);
       if (std::isnan(part) || part < 0) {
         throw Error(ErrorCategory::kInput,
                     where(share) + ": kernel " + row[kernel] + " has no time (share and pass_ms)");
@@ -683,6 +749,7 @@ Dataset dataset_from_kernels(const std::vector<CsvTable>& tables, std::vector<st
   data.schema = std::string(kKernelSchema);
   data.targets.front().unit = "ms";
   data.ids = std::move(ids);
+  data.drift = correction;
   return data;
 }
 

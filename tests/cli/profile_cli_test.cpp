@@ -243,7 +243,8 @@ TEST(ProfileCli, BadInputIsOneLineAndExitTwo) {
 }
 
 // carb kernels: one row per kernel of each configuration, in the session's order, with the
-// IR layer that decides its kind; the shares of a configuration sum to one.
+// IR layer that decides its kind; the shares of a configuration sum to one; each row carries
+// the drift probe's latency at its configuration's moment (one per configuration).
 TEST(KernelsCli, BreaksEachPassDownKernelByKernel) {
   const std::string keys = write_keys("kernel-keys.txt", 2);
   const std::string log = testing::TempDir() + "kernels.csv";
@@ -259,18 +260,23 @@ TEST(KernelsCli, BreaksEachPassDownKernelByKernel) {
             "in_hw,out_hw,chan_per_group,inputs,macs_per_byte,is_pw,is_dense,is_stem,is_dw,"
             "is_grouped,is_fc,is_max_pool,is_avg_pool,is_global_avg_pool,is_batch_norm,"
             "is_eltwise,is_add,is_mul,is_concat,is_channel_shuffle,is_slice,fused_clip,"
-            "fused_hard_sigmoid,fused_hard_swish,fused_relu,fused_sigmoid,fused_swish,pass_ms");
+            "fused_hard_sigmoid,fused_hard_swish,fused_relu,fused_sigmoid,fused_swish,pass_ms,"
+            "drift_probe,probe_ms");
   std::map<std::string, double> shares;
+  std::map<std::string, std::string> probe_ms;
   std::map<std::string, int> rows;
   std::map<std::string, std::int64_t> macs;
   while (std::getline(text, line)) {
     std::vector<std::string> cells;
     std::stringstream row(line);
     for (std::string cell; std::getline(row, cell, ',');) cells.push_back(cell);
-    ASSERT_EQ(cells.size(), 49u) << line;
+    ASSERT_EQ(cells.size(), 51u) << line;
     EXPECT_EQ(std::stoi(cells[1]), rows[cells[0]]++) << line;
     EXPECT_GT(std::stod(cells[13]), 0) << line;
-    EXPECT_GT(std::stod(cells.back()), 0) << line;
+    EXPECT_GT(std::stod(cells[48]), 0) << line;
+    EXPECT_EQ(cells[49], "basic18_w0.5_ds_r64_b1_fp32") << line;
+    EXPECT_GT(std::stod(cells[50]), 0) << line;
+    EXPECT_EQ(probe_ms.emplace(cells[0], cells[50]).first->second, cells[50]) << line;
     shares[cells[0]] += std::stod(cells[14]);
     macs[cells[0]] += std::stoll(cells[11]);
     if (cells[1] == "0") {  // the stem (3x3, stride 1 without early downsampling), bn1 and relu
@@ -301,6 +307,17 @@ TEST(KernelsCli, BreaksEachPassDownKernelByKernel) {
   ASSERT_NE(at, std::string::npos) << shown;
   EXPECT_EQ(std::stoll(shown.substr(at + field.size())),
             macs["basic10_w0.25_nods_r32_b2_fp32_k10"]);
+  // Without a probe the two columns are empty.
+  const std::string unprobed = testing::TempDir() + "kernels-unprobed.csv";
+  ASSERT_EQ(wait_for(start("kernels --keys " + write_keys("one-key.txt", 1) +
+                               " --passes 1 --warmup 0 --drift-probe none --format csv",
+                           unprobed)),
+            0)
+      << slurp(unprobed);
+  std::istringstream rows_unprobed(slurp(unprobed));
+  std::getline(rows_unprobed, line);
+  ASSERT_TRUE(std::getline(rows_unprobed, line));
+  EXPECT_EQ(line.substr(line.size() - 2), ",,") << line;
 }
 
 TEST(DevicesCli, ListsTheCpuWithItsCapabilities) {

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <sstream>
 
 #include "carb/backend.hpp"
@@ -240,6 +241,83 @@ TEST(KernelModel, SumsTheKernelsOfEachConfigurationsPlanAsTheTimingsPricedThem) 
   EXPECT_THROW((void)fit_kernel_model(dataset_from_table(parse_csv("a,y\n1,2\n", "t.csv"), spec),
                                       options, nullptr),
                Error);
+}
+
+// `text` (kernel_timings') with carb kernels' drift probe columns: probe `probe` at the
+// probe_ms that `probe_ms_of(row)` gives (row 0 the first kernel row; empty: none).
+template <typename ProbeMs>
+std::string with_probe(const std::string& text, const std::string& probe, ProbeMs&& probe_ms_of) {
+  std::istringstream lines(text);
+  std::string line;
+  std::getline(lines, line);
+  std::string out = line + ",drift_probe,probe_ms\n";
+  for (int row = 0; std::getline(lines, line); ++row) {
+    out += line + "," + probe + "," + probe_ms_of(row) + "\n";
+  }
+  return out;
+}
+
+TEST(KernelModel, TimingsAreDividedByTheDriftTheirProbeMeasuredAsTheModeSays) {
+  const std::vector<Config> three = {parse_key("basic10_w0.25_ds_r32_b1_fp32"),
+                                     parse_key("basic18_w0.25_ds_r32_b1_fp32"),
+                                     parse_key("basic26_w0.25_ds_r32_b1_fp32")};
+  const std::string plain_text = kernel_timings(three, made_up_ms);
+  const Dataset plain = dataset_from_kernels({parse_csv(plain_text, "plain.csv")});
+  // The probe took 2, 3 and 6 ms at the three configurations' moments: the median, 3 ms, is
+  // factor 1.
+  std::map<std::string, std::string> probe_ms = {
+      {to_key(three[0]), "2"}, {to_key(three[1]), "3"}, {to_key(three[2]), "6"}};
+  const auto key_of = [&](std::size_t row) {
+    return plain.ids[row].substr(0, plain.ids[row].find(' '));
+  };
+  const auto probed_text = with_probe(plain_text, "basic18_w0.5_ds_r64_b1_fp32", [&](int row) {
+    return probe_ms.at(key_of(static_cast<std::size_t>(row)));
+  });
+  const Dataset probed = dataset_from_kernels({parse_csv(probed_text, "probed.csv")});
+  ASSERT_EQ(probed.rows(), plain.rows());
+  ASSERT_TRUE(probed.drift.applied) << probed.drift.reason;
+  EXPECT_EQ(probed.drift.probe_key, "basic18_w0.5_ds_r64_b1_fp32");
+  EXPECT_DOUBLE_EQ(probed.drift.reference_ms, 3);
+  EXPECT_DOUBLE_EQ(probed.drift.min_factor, 2.0 / 3);
+  EXPECT_DOUBLE_EQ(probed.drift.max_factor, 2);
+  for (std::size_t i = 0; i < plain.rows(); ++i) {
+    const double factor = std::stod(probe_ms.at(key_of(i))) / 3;
+    EXPECT_NEAR(probed.y[0][i], plain.y[0][i] / factor, 1e-12 * plain.y[0][i]) << plain.ids[i];
+  }
+  // Off: as measured.
+  const Dataset off =
+      dataset_from_kernels({parse_csv(probed_text, "probed.csv")}, nullptr, DriftMode::kOff);
+  EXPECT_FALSE(off.drift.applied);
+  EXPECT_EQ(off.y[0], plain.y[0]);
+  // Timings without the columns, or a row without a probe latency: auto fits them as measured
+  // and says why; on is an input error saying the same.
+  EXPECT_FALSE(plain.drift.applied);
+  EXPECT_NE(plain.drift.reason.find("plain.csv has no drift probe columns"), std::string::npos)
+      << plain.drift.reason;
+  const std::string gap = with_probe(plain_text, "basic18_w0.5_ds_r64_b1_fp32",
+                                     [](int row) { return std::string(row == 1 ? "" : "2"); });
+  const Dataset gapped = dataset_from_kernels({parse_csv(gap, "gap.csv")});
+  EXPECT_FALSE(gapped.drift.applied);
+  EXPECT_EQ(
+      gapped.drift.reason.rfind("gap.csv:3: " + to_key(three[0]) + " has no probe latency", 0), 0u)
+      << gapped.drift.reason;
+  EXPECT_EQ(gapped.y[0], plain.y[0]);
+  try {
+    (void)dataset_from_kernels({parse_csv(gap, "gap.csv")}, nullptr, DriftMode::kOn);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& error) {
+    EXPECT_NE(std::string(error.what()).find("drift on: gap.csv:3:"), std::string::npos)
+        << error.what();
+  }
+  // Two tables of different probes compare no latencies.
+  const std::string other =
+      with_probe(plain_text, "basic10_w0.5_ds_r64_b1_fp32", [](int) { return std::string("1"); });
+  const Dataset mixed =
+      dataset_from_kernels({parse_csv(probed_text, "probed.csv"), parse_csv(other, "other.csv")});
+  EXPECT_FALSE(mixed.drift.applied);
+  EXPECT_NE(mixed.drift.reason.find("other.csv:2: probe basic10_w0.5_ds_r64_b1_fp32"),
+            std::string::npos)
+      << mixed.drift.reason;
 }
 
 TEST(KernelModel, AStepCountsInItsKernelAndAKernelWithoutFeaturesIsAnInputErrorAtItsPlace) {

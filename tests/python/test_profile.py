@@ -83,6 +83,12 @@ def test_kernels_are_the_command_lines_rows(tmp_path):
         assert group["share"].sum() == pytest.approx(1.0)
         assert group["macs"].sum() == carb.features([key])["macs"][0]
     assert (frame["median_ms"] > 0).all() and (frame["pass_ms"] > 0).all()
+    # The drift probe's latency at each configuration's moment, one per configuration.
+    assert (frame["drift_probe"] == carb.DEFAULT_DRIFT_PROBE).all()
+    assert (frame["probe_ms"] > 0).all()
+    assert (frame.groupby("key")["probe_ms"].nunique() == 1).all()
+    unprobed = carb.kernels(TINY[:1], passes=1, warmup=0, drift_probe=None)
+    assert unprobed["probe_ms"].isna().all() and unprobed["drift_probe"].isna().all()
     message, code = cli_error("kernels", "--keys", keys, "--device", "cuda:3")
     with pytest.raises(carb.InputError) as raised:
         carb.kernels(TINY[:1], device="cuda:3")
