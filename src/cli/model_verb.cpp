@@ -326,13 +326,13 @@ void run_fit(FitCommand& command) {
   if (!command.options.hold_out.empty() && command.options.leave_low_batch_out) {
     throw Error(ErrorCategory::kUsage, "--hold-out and --leave-low-batch-out: choose one");
   }
-  // A kernel model's trees fit the kernels' times alone: a ridge base or a layer-cost prior did
-  // worse on families never seen (docs/benchmarks.md, "With a kernel campaign of its own").
-  const auto prior = parse_prior_mode(!command.prior.empty()
-                                          ? command.prior
-                                          : (command.data.kernels.empty() ? "additive" : "none"));
-  if (!prior) throw Error(ErrorCategory::kUsage, "--prior must be none, member, base or additive");
-  command.options.prior = *prior;
+  if (command.prior.empty()) {
+    command.options.prior = command.data.kernels.empty() ? FitOptions{}.prior : kKernelModelPrior;
+  } else if (const auto prior = parse_prior_mode(command.prior)) {
+    command.options.prior = *prior;
+  } else {
+    throw Error(ErrorCategory::kUsage, "--prior must be none, member, base or additive");
+  }
   command.options.cascade = !command.no_cascade;
   command.options.corrector = command.corrector;
   const Format format = parse_format(command.format);
