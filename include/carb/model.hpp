@@ -206,7 +206,8 @@ Dataset dataset_from_table(const CsvTable& table, const TableSpec& spec);
 /// optimised ones, and chosen by what no feature says) is left out, and `notes` (when given)
 /// says how many. Each target is divided by its configuration's drift factor (data.drift) as
 /// `drift` says: the drift probe's latency at the configuration's moment (`carb kernels`'
-/// probe_ms) over the median of every configuration's, when every row has one of one probe
+/// probe_ms, per table: one configuration timed in two tables was timed at two moments) over
+/// the median of every configuration's, when every row has one of one probe
 /// configuration (auto), the same or an error saying which row has not (on), or never (off).
 /// Throws carb::Error (input) with file:line:column on a missing column, a kernel that names no
 /// IR layers (no features) or a cell that is not a number.

@@ -601,13 +601,15 @@ Dataset dataset_from_table(const CsvTable& table, const TableSpec& spec) {
 
 namespace {
 
-// Each configuration's drift factor in kernel timings: its probe_ms over the median of every
-// configuration's, where every table has a probe of one configuration for every configuration
-// (`correction` says whether, and why not).
-std::map<std::string, double> kernel_drift_factors(const std::vector<CsvTable>& tables,
-                                                   DriftCorrection& correction) {
-  std::map<std::string, double> probe_of;  // configuration key -> probe_ms
+// Each table's configurations' drift factors in kernel timings, in table order: a
+// configuration's probe_ms over the median of every timed configuration's, where every table has
+// a probe of one configuration for every configuration (`correction` says whether, and why not).
+// Per table, as one configuration timed in two tables was timed at two moments.
+std::vector<std::map<std::string, double>> kernel_drift_factors(const std::vector<CsvTable>& tables,
+                                                                DriftCorrection& correction) {
+  std::vector<std::map<std::string, double>> probe_of;  // per table: configuration -> probe_ms
   for (const CsvTable& table : tables) {
+    std::map<std::string, double>& probes = probe_of.emplace_back();
     const auto has = [&](std::string_view name) {
       return std::find(table.header.begin(), table.header.end(), name) != table.header.end();
     };
@@ -632,21 +634,24 @@ std::map<std::string, double> kernel_drift_factors(const std::vector<CsvTable>& 
                             correction.probe_key + ": one probe's latencies compare";
         return {};
       }
-      probe_of.emplace(row[key], value);
+      probes.emplace(row[key], value);
     }
   }
-  if (probe_of.empty()) {
+  std::vector<double> values;
+  for (const auto& probes : probe_of) {
+    for (const auto& [key, value] : probes) values.push_back(value);
+  }
+  if (values.empty()) {
     correction.reason = "the kernel timings hold no kernels";
     return {};
   }
-  std::vector<double> values;
-  values.reserve(probe_of.size());
-  for (const auto& [key, value] : probe_of) values.push_back(value);
   correction.reference_ms = median(values);
   correction.min_factor = *std::min_element(values.begin(), values.end()) / correction.reference_ms;
   correction.max_factor = *std::max_element(values.begin(), values.end()) / correction.reference_ms;
   correction.applied = true;
-  for (auto& [key, value] : probe_of) value /= correction.reference_ms;
+  for (auto& probes : probe_of) {
+    for (auto& [key, value] : probes) value /= correction.reference_ms;
+  }
   return probe_of;
 }
 
@@ -656,7 +661,7 @@ Dataset dataset_from_kernels(const std::vector<CsvTable>& tables, std::vector<st
                              DriftMode drift) {
   const std::vector<std::string>& features = engine::kernel_feature_names();
   DriftCorrection correction;
-  std::map<std::string, double> factor_of;
+  std::vector<std::map<std::string, double>> factor_of;  // per table
   if (drift == DriftMode::kOff) {
     correction.reason = "off";
   } else {
@@ -677,7 +682,8 @@ Dataset dataset_from_kernels(const std::vector<CsvTable>& tables, std::vector<st
   };
   std::size_t configurations = 0;
   std::set<std::string> unoptimised;  // configurations that ran a reference kernel
-  for (const CsvTable& table : tables) {
+  for (std::size_t t = 0; t < tables.size(); ++t) {
+    const CsvTable& table = tables[t];
     const std::size_t key = table.column("key");
     const std::size_t index = table.column("index");
     const std::size_t kernel = table.column("kernel");
@@ -702,7 +708,7 @@ Dataset dataset_from_kernels(const std::vector<CsvTable>& tables, std::vector<st
         return table.path + ":" + std::to_string(table.lines[r]) + ":" + std::to_string(column + 1);
       };
       const double part = number_at(table, r, share) * number_at(table, r, pass) /
-                          (correction.applied ? factor_of.at(row[key]) : 1.0);
+                          (correction.applied ? factor_of[t].at(row[key]) : 1.0);
       if (std::isnan(part) || part < 0) {
         throw Error(ErrorCategory::kInput,
                     where(share) + ": kernel " + row[kernel] + " has no time (share and pass_ms)");

@@ -318,6 +318,21 @@ TEST(KernelModel, TimingsAreDividedByTheDriftTheirProbeMeasuredAsTheModeSays) {
   EXPECT_NE(mixed.drift.reason.find("other.csv:2: probe basic10_w0.5_ds_r64_b1_fp32"),
             std::string::npos)
       << mixed.drift.reason;
+  // The same configurations timed again in a second table, the probe at 12 ms then: each row is
+  // divided by its own table's probe (the median of 2, 3, 6, 12, 12, 12 ms is 9 ms).
+  const std::string again =
+      with_probe(plain_text, "basic18_w0.5_ds_r64_b1_fp32", [](int) { return std::string("12"); });
+  const Dataset twice =
+      dataset_from_kernels({parse_csv(probed_text, "probed.csv"), parse_csv(again, "again.csv")});
+  ASSERT_TRUE(twice.drift.applied) << twice.drift.reason;
+  ASSERT_EQ(twice.rows(), 2 * plain.rows());
+  EXPECT_DOUBLE_EQ(twice.drift.reference_ms, 9);
+  for (std::size_t i = 0; i < plain.rows(); ++i) {
+    const double first = std::stod(probe_ms.at(key_of(i))) / 9;
+    EXPECT_NEAR(twice.y[0][i], plain.y[0][i] / first, 1e-12 * plain.y[0][i]) << plain.ids[i];
+    const std::size_t j = plain.rows() + i;
+    EXPECT_NEAR(twice.y[0][j], plain.y[0][i] / (12.0 / 9), 1e-12 * plain.y[0][i]) << twice.ids[j];
+  }
 }
 
 TEST(KernelModel, AStepCountsInItsKernelAndAKernelWithoutFeaturesIsAnInputErrorAtItsPlace) {
