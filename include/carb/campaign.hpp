@@ -146,6 +146,14 @@ struct KernelDriftProbe {
   double every_s = 10.0;
 };
 
+/// A drift probe's latency at moment `at_s` (seconds) from the ok probes around it, each
+/// (moment in seconds, median ms): linear in time between `before` and `after` when both are
+/// and `after` is later, the one there is when only one is (or the two share a moment: then
+/// `after`), nullopt when neither is. profile_kernels' probe_ms.
+std::optional<double> probe_ms_at(double at_s,
+                                  const std::optional<std::pair<double, double>>& before,
+                                  const std::optional<std::pair<double, double>>& after);
+
 /// Where each configuration's forward pass spends its time on `device`, kernel by kernel
 /// (time_kernels, after `warmup_passes` whole passes, over `passes`), in this process: a
 /// diagnostic, not a measurement (no worker, no store). Calls `each` per configuration in order

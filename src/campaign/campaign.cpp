@@ -404,6 +404,18 @@ std::string device_fingerprint_of(const std::string& device) {
                                          read_host_info());
 }
 
+std::optional<double> probe_ms_at(double at_s,
+                                  const std::optional<std::pair<double, double>>& before,
+                                  const std::optional<std::pair<double, double>>& after) {
+  if (before && after && after->first > before->first) {
+    const double along = (at_s - before->first) / (after->first - before->first);
+    return before->second + along * (after->second - before->second);
+  }
+  if (after) return after->second;
+  if (before) return before->second;
+  return std::nullopt;
+}
+
 void profile_kernels(const std::vector<Config>& configs, const std::string& device_name,
                      std::uint64_t seed, int warmup_passes, int passes,
                      const std::optional<KernelDriftProbe>& probe,
@@ -439,13 +451,7 @@ void profile_kernels(const std::vector<Config>& configs, const std::string& devi
     }
     if (!point && !last) return;
     for (Timed& timed : waiting) {
-      if (point && last_probe && point->first > last_probe->first) {
-        const double along = (timed.at_s - last_probe->first) / (point->first - last_probe->first);
-        timed.breakdown.probe_ms =
-            last_probe->second + along * (point->second - last_probe->second);
-      } else if (point || last_probe) {
-        timed.breakdown.probe_ms = (point ? point : last_probe)->second;
-      }
+      timed.breakdown.probe_ms = probe_ms_at(timed.at_s, last_probe, point);
       each(timed.network, timed.breakdown);
     }
     waiting.clear();

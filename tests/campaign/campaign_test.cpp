@@ -195,6 +195,21 @@ TEST(Campaign, ProgressTextSaysHowFarHowFastAndWhatCameOut) {
   EXPECT_EQ(duration_text(6.6), "7s");
 }
 
+TEST(KernelDriftProbe, AConfigurationsProbeLatencyIsLinearInTimeBetweenTheOkProbesAroundIt) {
+  using Point = std::optional<std::pair<double, double>>;
+  const Point before = std::pair{10.0, 2.0};
+  const Point after = std::pair{20.0, 4.0};
+  EXPECT_DOUBLE_EQ(*probe_ms_at(10, before, after), 2);
+  EXPECT_DOUBLE_EQ(*probe_ms_at(12.5, before, after), 2.5);
+  EXPECT_DOUBLE_EQ(*probe_ms_at(20, before, after), 4);
+  // One side only (the first probe failed, or the last one did): that one's latency.
+  EXPECT_DOUBLE_EQ(*probe_ms_at(12.5, std::nullopt, after), 4);
+  EXPECT_DOUBLE_EQ(*probe_ms_at(12.5, before, std::nullopt), 2);
+  // Two probes of one moment: the later one's; none ok: none.
+  EXPECT_DOUBLE_EQ(*probe_ms_at(10, before, std::pair{10.0, 3.0}), 3);
+  EXPECT_FALSE(probe_ms_at(12.5, std::nullopt, std::nullopt).has_value());
+}
+
 TEST(Campaign, AClaimOutlastsTheLongestMeasurement) {
   Protocol protocol;
   protocol.timeout_s = 300;
