@@ -16,6 +16,8 @@
 # then from carb's engine to PyTorch (data/cpu-engines.sqlite.xz): on one machine (carb-torch:
 # the engine campaign's carb rows as the source) and across machines and engines (amd-torch:
 # the AMD reference as the source). CASES="carb-torch amd-torch" runs only those.
+# Source models already in the out-dir are kept (amd.json, intel.json, carb-engine.json): put
+# another model there first to transfer from it (docs/benchmarks.md, "Re-measured at K = 16").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 carb=${CARB:-build/src/cli/carb}
