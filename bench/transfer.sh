@@ -8,7 +8,9 @@
 #             on the target rows not chosen; the table also gives one global scale factor
 #             fitted on the same K rows ("scale");
 #   full      carb fit on the target alone, scored on its own test split (15%).
-# Per target: MAPE, Spearman and 90% interval coverage, mean over the seeds (min-max).
+# Per target: MAPE, Spearman and 90% interval coverage, mean over the seeds (min-max); "new":
+# the same transfers scored on the held-out configurations the source's data does not have
+# (where some are; on the others its predictions are in-sample).
 #   [SEEDS="1 2 3"] [KS="16"] bash bench/transfer.sh [out-dir (out/bench-transfer)] [quick]
 # Cases: the AMD reference campaign <-> the Intel rounds campaign (both shipped), and the AMD
 # reference -> the local campaign (data/cpu-local-transfer.sqlite.xz), whose held-out space
@@ -130,12 +132,15 @@ done
 import json, statistics, sys
 out, seeds, ks, cases = sys.argv[1], sys.argv[2].split(), sys.argv[3].split(), sys.argv[4].split()
 
-def scores(path, method="carb"):
-    """{target: (mape, spearman, coverage)} of one result file ({} when there is none)."""
+def scores(path, method="carb", key="scores"):
+    """{target: (mape, spearman, coverage)} of one result file ({} when there is none); key
+    scores_new_to_source: on the scored configurations the source's data does not have."""
     try:
         data = json.load(open(path))
     except FileNotFoundError:
         return {}
+    if key != "scores":
+        data = {"scores": data.get(key) or []}
     if "scores" in data and isinstance(data["scores"], list) and data["scores"] and "metrics" in data["scores"][0]:
         rows = [dict(s["metrics"], target=s["target"], method=s["method"]) for s in data["scores"]]
     elif "evaluation" in data:
@@ -161,8 +166,8 @@ def table(case, title):
     print(f"\n== {title}: mean over seeds {' '.join(seeds)} (min-max)")
     print(f"{'target':8} {'K':>5} {'how':8} {'MAPE %':>22} {'Spearman':>24} {'coverage %':>22}")
     for target in ("memory", "latency"):
-        def line(k, how, files, method="carb"):
-            got = [scores(f, method).get(target) for f in files]
+        def line(k, how, files, method="carb", key="scores"):
+            got = [scores(f, method, key).get(target) for f in files]
             got = [g for g in got if g]
             if not got:
                 return
@@ -173,6 +178,8 @@ def table(case, title):
             line("0", "model", [f"{out}/{case}-k0-s{s}.json" for s in seeds], "memory-model")
         for k in ks:
             line(k, "spread", [f"{out}/{case}-k{k}-spread-s{s}.json" for s in seeds])
+            line(k, "new", [f"{out}/{case}-k{k}-spread-s{s}.json" for s in seeds],
+                 key="scores_new_to_source")
             if target == "memory":
                 line(k, "model", [f"{out}/{case}-k{k}-spread-s{s}.json" for s in seeds], "memory-model")
             if k != "all":
@@ -186,6 +193,20 @@ table("amd-local", "AMD reference -> this machine (seen knob values)")
 table("unseen", "AMD reference -> this machine, scored on unseen knob values (transfer fitted on seen rows)")
 table("carb-torch", "carb's engine -> PyTorch, one machine (data/cpu-engines)")
 table("amd-torch", "AMD reference (carb's engine) -> PyTorch on another machine")
+
+if "unseen" in cases:
+    print("\n== unseen knob values against seen ones (latency MAPE, spread, mean over seeds)")
+    for k in ks:
+        def mean_mape(prefix, key="scores"):
+            got = [scores(f"{out}/{prefix}-k{k}-spread-s{s}.json", key=key).get("latency") for s in seeds]
+            got = [g[0] for g in got if g]
+            return statistics.mean(got) if got else None
+        unseen, seen = mean_mape("unseen"), mean_mape("amd-local")
+        seen_new = mean_mape("amd-local", "scores_new_to_source")
+        if unseen and seen:
+            print(f"K={k:>4}: unseen {unseen:.2f}%, {unseen / seen:.2f}x the seen rows' {seen:.2f}%"
+                  + (f", {unseen / seen_new:.2f}x the seen rows new to the source ({seen_new:.2f}%)"
+                     if seen_new else ""))
 
 print("\n== chosen methods (latency), K: method counts over seeds")
 for case in ("amd-intel", "intel-amd", "amd-local", "carb-torch", "amd-torch"):

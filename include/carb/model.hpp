@@ -442,6 +442,18 @@ class Predictor {
   /// Empty for a model file written before carb recorded it.
   const TrainingDomain& training_domain() const;
 
+  /// Out-of-sample predictions of the configurations it was fitted on, per target in the
+  /// target's unit: on a training row, from the fold of an out-of-fold fit that did not see it;
+  /// on its validation, calibration and test rows, its own. A transfer from this model calibrates
+  /// its intervals for configurations new to it with these (docs/model.md, "Transfer"). `ids`
+  /// empty: none (a table or kernel model, a transfer, a model file before carb kept them);
+  /// a target's `values` empty where it is unavailable.
+  struct OutOfSample {
+    std::vector<std::string> ids;
+    std::vector<std::vector<double>> values;  ///< [target][row of ids]
+  };
+  const OutOfSample& out_of_sample() const;
+
   /// Predicts every target for `rows` rows of features (row-major, the schema's order).
   /// Result: [target][row]. With `families` (each row's, family_of), a row of a family the
   /// training domain does not know gets the target's new-family interval where the fit could
@@ -523,6 +535,10 @@ struct TransferTargetReport {
   std::size_t folds = 0;  ///< cross-validation folds
   std::string interval;   ///< "cross-conformal", or "student-t" (robust, pooled: too few rows)
   double half_width = 0;  ///< natural-log half-width of the intervals
+  /// The same for configurations the source's data does not have: from the chosen method's
+  /// out-of-fold residuals on the source's out-of-sample predictions of the rows it has
+  /// (Predictor::out_of_sample); half_width where the source kept none or no row is of its data.
+  double new_half_width = 0;
 };
 
 /// What transfer_fit did.
@@ -561,6 +577,13 @@ inline constexpr std::size_t kTransferFamilyRows = 4;
                                                             std::size_t k, std::uint64_t seed);
 /// The same by uniform random choice, for comparison.
 std::vector<std::size_t> choose_random_rows(std::size_t rows, std::size_t k, std::uint64_t seed);
+
+/// Which of the configurations `ids` (keys, or a table's row names) the data `source` was fitted
+/// on has (its training domain's rows, test split included): on those the source's predictions
+/// are in-sample, and a correction fitted or scored there looks better than it will be on a
+/// configuration new to the source. All false where the domain keeps no rows.
+[[nodiscard]] std::vector<bool> known_to(const Predictor& source,
+                                         const std::vector<std::string>& ids);
 
 /// How far a device is from a model's: per target, measured / predicted over some rows of it
 /// (calibration configurations of different sizes, or any measured rows).

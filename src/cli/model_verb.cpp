@@ -153,6 +153,25 @@ std::string unit_of(const Predictor& predictor, const std::string& target) {
   return "";
 }
 
+// Scores as JSON objects, one per target and method (evaluate, and fit --from --rows).
+nlohmann::json scores_json(const std::vector<MethodScores>& scores) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const MethodScores& s : scores) {
+    out.push_back({{"target", s.target},
+                   {"method", s.method},
+                   {"n", s.metrics.n},
+                   {"r2", s.metrics.r2},
+                   {"mae", s.metrics.mae},
+                   {"mape", s.metrics.mape},
+                   {"within10", s.metrics.within10},
+                   {"spearman", s.metrics.spearman},
+                   {"slope", s.metrics.slope},
+                   {"coverage", s.metrics.coverage ? nlohmann::json(*s.metrics.coverage)
+                                                   : nlohmann::json(nullptr)}});
+  }
+  return out;
+}
+
 void print_scores(const std::vector<MethodScores>& scores, const Predictor& predictor,
                   Format format) {
   auto writer = make_row_writer(format,
@@ -210,6 +229,7 @@ void run_transfer(const FitCommand& command) {
   print_instances(data);
   std::vector<std::size_t> train(data.rows()), held;
   std::iota(train.begin(), train.end(), 0);
+  const std::vector<bool> known = known_to(source, data.ids);
   if (command.rows > 0) {
     if (command.rows >= data.rows()) {
       std::cerr << "note: --rows " << command.rows << " but the database holds " << data.rows()
@@ -241,6 +261,15 @@ void run_transfer(const FitCommand& command) {
   const std::unique_ptr<EngineMemoryPlanner> planner =
       held.empty() ? nullptr : EngineMemoryPlanner::for_model(model, &no_plan);
   if (!held.empty()) scores = evaluate(model, subset(data, held), planner.get());
+  // The held-out rows new to the source apart: on the others its predictions are in-sample.
+  std::vector<std::size_t> held_new;
+  for (std::size_t i : held) {
+    if (!known[i]) held_new.push_back(i);
+  }
+  std::vector<MethodScores> scores_new;
+  if (!held_new.empty()) {
+    scores_new = evaluate(model, subset(data, held_new), planner.get());
+  }
   if (format == Format::kJson) {
     nlohmann::json targets = nlohmann::json::array();
     for (const TransferTargetReport& target : report.targets) {
@@ -255,17 +284,6 @@ void run_transfer(const FitCommand& command) {
                          {"rows", target.rows},
                          {"interval", target.interval}});
     }
-    nlohmann::json out_scores = nlohmann::json::array();
-    for (const MethodScores& s : scores) {
-      out_scores.push_back({{"target", s.target},
-                            {"method", s.method},
-                            {"n", s.metrics.n},
-                            {"mape", s.metrics.mape},
-                            {"spearman", s.metrics.spearman},
-                            {"r2", s.metrics.r2},
-                            {"coverage", s.metrics.coverage ? nlohmann::json(*s.metrics.coverage)
-                                                            : nlohmann::json(nullptr)}});
-    }
     std::cout << nlohmann::json{{"model", command.output},
                                 {"source", report.source_device},
                                 {"device", data.device_name + " (" + data.device_fingerprint + ")"},
@@ -273,7 +291,9 @@ void run_transfer(const FitCommand& command) {
                                 {"scored_rows", held.size()},
                                 {"targets", targets},
                                 {"notes", report.notes},
-                                {"scores", out_scores}}
+                                {"scores", scores_json(scores)},
+                                {"scored_rows_new_to_source", held_new.size()},
+                                {"scores_new_to_source", scores_json(scores_new)}}
                      .dump(1)
               << "\n";
     return;
@@ -312,6 +332,16 @@ void run_transfer(const FitCommand& command) {
                           : "")
               << "):\n";
     print_scores(scores, model, format);
+  }
+  if (!scores_new.empty() && held_new.size() < held.size()) {
+    std::cerr << "of them, the " << held_new.size() << " configurations " << command.from
+              << "'s data does not have (on the others its predictions are in-sample)";
+    if (format == Format::kCsv) {  // one table per stream
+      std::cerr << ": in --format json (scores_new_to_source) or table\n";
+    } else {
+      std::cerr << ":\n";
+      print_scores(scores_new, model, format);
+    }
   }
   std::cerr << "wrote " << command.output << "\n";
 }
@@ -603,20 +633,7 @@ void run_evaluate(EvaluateCommand& command) {
   }
   const std::vector<MethodScores> scores = evaluate(predictor, data, planner.get());
   if (format == Format::kJson) {
-    nlohmann::json out = nlohmann::json::array();
-    for (const MethodScores& s : scores) {
-      out.push_back({{"target", s.target},
-                     {"method", s.method},
-                     {"n", s.metrics.n},
-                     {"r2", s.metrics.r2},
-                     {"mae", s.metrics.mae},
-                     {"mape", s.metrics.mape},
-                     {"within10", s.metrics.within10},
-                     {"spearman", s.metrics.spearman},
-                     {"slope", s.metrics.slope},
-                     {"coverage", s.metrics.coverage ? nlohmann::json(*s.metrics.coverage)
-                                                     : nlohmann::json(nullptr)}});
-    }
+    const nlohmann::json out = scores_json(scores);
     nlohmann::json distance = nlohmann::json::array();
     if (transfer && !command.data.db.empty()) {
       for (const DeviceDistance& d : device_distance(predictor, data)) {

@@ -39,6 +39,19 @@ std::optional<LearnerKind> parse_learner(std::string_view text) {
   return std::nullopt;
 }
 
+// A model's out-of-sample predictions (Predictor::out_of_sample), as floats: null where it has
+// none.
+json out_of_sample_json(const Predictor::OutOfSample& out_of_sample) {
+  if (out_of_sample.ids.empty()) return nullptr;
+  json values = json::array();
+  for (const std::vector<double>& target : out_of_sample.values) {
+    json column = json::array();
+    for (double value : target) column.push_back(static_cast<float>(value));
+    values.push_back(std::move(column));
+  }
+  return {{"ids", out_of_sample.ids}, {"values", std::move(values)}};
+}
+
 json metrics_json(const Metrics& metrics) {
   json j = {{"n", metrics.n},
             {"r2", metrics.r2},
@@ -114,6 +127,7 @@ json PredictorFactory::to_json(const Predictor& predictor) {
                                    : json(nullptr)},
       {"feature_schema", {{"name", self.schema}, {"features", self.feature_names}}},
       {"training_domain", self.domain.to_json()},
+      {"out_of_sample", out_of_sample_json(self.out_of_sample)},
       {"kernel_pass_interval", self.kernel_pass
                                    ? json{{"log_half_width", self.kernel_pass->half_width},
                                           {"configurations", self.kernel_pass->configurations},
@@ -302,6 +316,20 @@ Predictor PredictorFactory::from_json(const json& file, const std::string& origi
     }
     if (const auto domain = file.find("training_domain"); domain != file.end()) {
       impl->domain = TrainingDomain::from_json(*domain, impl->feature_names, origin);
+    }
+    // Absent from model files before carb kept them; null where the model has none.
+    if (const auto oos = file.find("out_of_sample"); oos != file.end() && !oos->is_null()) {
+      oos->at("ids").get_to(impl->out_of_sample.ids);
+      for (const json& values : oos->at("values")) {
+        std::vector<double>& target = impl->out_of_sample.values.emplace_back();
+        for (const json& value : values) target.push_back(value.get<double>());
+        if (!target.empty() && target.size() != impl->out_of_sample.ids.size()) {
+          throw Error(ErrorCategory::kInput, origin + ": its out-of-sample predictions are " +
+                                                 std::to_string(target.size()) + " for " +
+                                                 std::to_string(impl->out_of_sample.ids.size()) +
+                                                 " configurations");
+        }
+      }
     }
     if (impl->schema != kArchitectureSchema && impl->schema != "table" &&
         impl->schema != kKernelSchema) {

@@ -27,6 +27,7 @@ struct Predictor::Impl {
   std::vector<model_detail::TargetModel> models;  // one per target, cascade order
   FitReport report;
   TrainingDomain domain;                          // of the fitted rows
+  OutOfSample out_of_sample;                      // of the fitted rows (architecture models)
   std::optional<KernelPassInterval> kernel_pass;  // a kernel model's whole-pass interval
   int threads = 0;
   // A transferred model's corrections over its source; null for a model fitted directly, and

@@ -478,9 +478,11 @@ std::vector<std::size_t> fold_of(std::size_t n, std::size_t folds, std::uint64_t
   return fold;
 }
 
-// Out-of-fold natural-log predictions of a candidate on every row.
+// Out-of-fold natural-log predictions of a candidate on every row, fitted on `rows` and
+// predicting what `held_view` (the same rows, or the source's out-of-sample view of them) says
+// of the held-out ones.
 std::vector<double> out_of_fold(TransferMethod method, const Rows& rows, std::size_t folds,
-                                std::uint64_t seed, int threads) {
+                                std::uint64_t seed, int threads, const Rows& held_view) {
   const std::size_t n = rows.s.size();
   const std::vector<std::size_t> fold = fold_of(n, folds, seed);
   std::vector<double> oof(n, std::nan(""));
@@ -489,7 +491,7 @@ std::vector<double> out_of_fold(TransferMethod method, const Rows& rows, std::si
     for (std::size_t i = 0; i < n; ++i) (fold[i] == f ? held : train).push_back(i);
     if (held.empty() || train.empty()) continue;
     const Fitted fitted = fit_method(method, rows, train, seed, threads);
-    const std::vector<double> predicted = predict_method(method, fitted, rows, held);
+    const std::vector<double> predicted = predict_method(method, fitted, held_view, held);
     for (std::size_t k = 0; k < held.size(); ++k) oof[held[k]] = predicted[k];
   }
   return oof;
@@ -594,7 +596,9 @@ std::vector<std::vector<TargetPrediction>> TransferLayer::predict(const float* x
       for (TargetPrediction& p : out[t]) p.reason = correction.reason;
       continue;
     }
-    const double width = cheap ? correction.cheap_half_width : correction.half_width;
+    // The full path's rows new to the source take their own width (the cheap path, which ranks
+    // whole spaces, keeps one).
+    const bool by_row = !cheap && correction.new_half_width != correction.half_width;
     std::vector<double> logs;
     if (correction.method == TransferMethod::kRefit) {
       for (std::size_t i = 0; i < rows_count; ++i) logs.push_back(log_of(refitted[t][i].value));
@@ -616,6 +620,11 @@ std::vector<std::vector<TargetPrediction>> TransferLayer::predict(const float* x
       if (logs.empty()) logs = predict_method(method, fitted, source_rows, all);
     }
     for (std::size_t i = 0; i < rows_count; ++i) {
+      const double width =
+          cheap ? correction.cheap_half_width
+          : by_row && source->training_domain().judge(x + i * cols).distance_ratio > 0
+              ? correction.new_half_width
+              : correction.half_width;
       TargetPrediction& p = out[t][i];
       p.available = true;
       p.value = std::exp(logs[i]);
@@ -716,6 +725,7 @@ json TransferLayer::to_json() const {
         c.residual.empty() ? json(nullptr) : json::parse(c.residual.to_json());
     entry["log_half_width"] = finite(c.half_width);
     entry["cheap_log_half_width"] = finite(c.cheap_half_width);
+    entry["new_log_half_width"] = finite(c.new_half_width);
     json cv = json::object();
     for (const auto& [name, mape] : c.report.cv_mape) cv[name] = mape;
     entry["choice"] = {{"why", c.report.why},
@@ -812,6 +822,9 @@ std::shared_ptr<const TransferLayer> TransferLayer::from_json(const json& j,
     };
     c.half_width = width(entry.at("log_half_width"));
     c.cheap_half_width = width(entry.at("cheap_log_half_width"));
+    // Absent from transfers before carb kept their sources' out-of-sample predictions.
+    c.new_half_width =
+        entry.contains("new_log_half_width") ? width(entry.at("new_log_half_width")) : c.half_width;
     const json& choice = entry.at("choice");
     c.report.available = true;
     c.report.method = std::string(to_string(c.method));
@@ -823,6 +836,7 @@ std::shared_ptr<const TransferLayer> TransferLayer::from_json(const json& j,
     choice.at("folds").get_to(c.report.folds);
     choice.at("interval").get_to(c.report.interval);
     c.report.half_width = c.half_width;
+    c.report.new_half_width = c.new_half_width;
     layer->targets.push_back(std::move(c));
   }
   return layer;
@@ -998,6 +1012,18 @@ Predictor transfer_fit(const Predictor& source_model, const Dataset& data,
         "more than a point worse: docs/benchmarks.md, \"Zoo campaign\")");
   }
 
+  // The source's out-of-sample predictions of the configurations its data has, by key.
+  std::map<std::string, std::vector<double>> out_of_sample;
+  {
+    const Predictor::OutOfSample& kept = layer->source->out_of_sample();
+    for (std::size_t i = 0; i < kept.ids.size(); ++i) {
+      std::vector<double>& values = out_of_sample[kept.ids[i]];
+      for (const std::vector<double>& target : kept.values) {
+        values.push_back(target.empty() ? std::nan("") : target[i]);
+      }
+    }
+  }
+
   bool refit_used = false;
   bool any_available = false;
   for (std::size_t t = 0; t < data.targets.size(); ++t) {
@@ -1053,7 +1079,7 @@ Predictor transfer_fit(const Predictor& source_model, const Dataset& data,
     std::map<TransferMethod, std::vector<double>> oof;
     if (n >= 2) {
       for (TransferMethod method : candidates) {
-        oof[method] = out_of_fold(method, rows, folds, options.seed, options.threads);
+        oof[method] = out_of_fold(method, rows, folds, options.seed, options.threads, rows);
       }
     }
     if (refit_offered) {
@@ -1139,6 +1165,34 @@ Predictor transfer_fit(const Predictor& source_model, const Dataset& data,
     correction.half_width =
         interval_half_width(residuals, options.coverage, source_sd, &target_report.interval);
     target_report.half_width = correction.half_width;
+    // Configurations new to the source: on the rows its data has, its predictions are in-sample,
+    // and residuals there are smaller than on a new configuration. The same out-of-fold fits
+    // applied to its out-of-sample predictions of those rows give their intervals.
+    correction.new_half_width = correction.half_width;
+    Rows held_view = rows;
+    std::size_t of_source = 0;
+    for (std::size_t k = 0; k < n; ++k) {
+      if (const auto value = out_of_sample.find(data.ids[measured[k]]);
+          value != out_of_sample.end() && t < value->second.size() &&
+          std::isfinite(value->second[t])) {
+        held_view.s[k] = log_of(value->second[t]);
+        held_view.x[k * held_view.cols + cols] = static_cast<float>(held_view.s[k]);
+        ++of_source;
+      }
+    }
+    if (of_source > 0 && n >= 2 && chosen != TransferMethod::kRefit) {
+      const std::vector<double> honest =
+          out_of_fold(chosen, rows, folds, options.seed, options.threads, held_view);
+      std::vector<double> new_residuals;
+      for (std::size_t i = 0; i < n; ++i) new_residuals.push_back(honest[i] - rows.ly[i]);
+      std::string new_interval;
+      correction.new_half_width =
+          std::max(correction.half_width,
+                   interval_half_width(new_residuals, options.coverage, source_sd, &new_interval));
+      target_report.interval += "; new to the source: from its out-of-sample predictions of the " +
+                                std::to_string(of_source) + " rows its data has";
+    }
+    target_report.new_half_width = correction.new_half_width;
     // The cheap path: the source's cheap prediction through the same correction (loglinear for
     // residual trees, the refit's own cheap path for refit), judged on the rows it was fitted on.
     std::vector<double> cheap_residuals;
@@ -1276,6 +1330,20 @@ std::vector<std::size_t> choose_transfer_rows(const Predictor& source, const flo
   }
   std::sort(chosen.begin(), chosen.end());
   return chosen;
+}
+
+std::vector<bool> known_to(const Predictor& source, const std::vector<std::string>& ids) {
+  const TrainingDomain& domain = source.training_domain();
+  std::vector<std::string> fitted;
+  fitted.reserve(domain.rows());
+  for (std::size_t i = 0; i < domain.rows(); ++i) fitted.push_back(domain.id(i));
+  std::sort(fitted.begin(), fitted.end());
+  std::vector<bool> known;
+  known.reserve(ids.size());
+  for (const std::string& id : ids) {
+    known.push_back(std::binary_search(fitted.begin(), fitted.end(), id));
+  }
+  return known;
 }
 
 std::vector<std::size_t> choose_random_rows(std::size_t rows, std::size_t k, std::uint64_t seed) {

@@ -56,6 +56,8 @@ struct TargetCorrection {
   xgb::Booster residual;            ///< the trees of residual trees (that method only)
   double half_width = std::numeric_limits<double>::infinity();        ///< natural-log space
   double cheap_half_width = std::numeric_limits<double>::infinity();  ///< of the cheap path
+  /// half_width for a configuration the source's data does not have (full path only)
+  double new_half_width = std::numeric_limits<double>::infinity();
   TransferTargetReport report;
 };
 

@@ -628,6 +628,31 @@ TEST_F(ModelCli, TransfersFromFewRowsAndTellsHostInstancesApart) {
                false);
   EXPECT_EQ(nlohmann::json::parse(result.out).at("transfer"), false);
 
+  // A transfer from the first host's model to both hosts' rows: the held-out rows of the 800
+  // configurations its data does not have are scored apart too.
+  result = run("fit --from " + first_host + " --db " + two +
+                   " --rows 16 --seed 3 --threads 1 --format json -o " + out,
+               false);
+  ASSERT_EQ(result.exit_code, 0) << result.out;
+  summary = nlohmann::json::parse(result.out);
+  EXPECT_EQ(summary.at("scored_rows"), 1600 - 16);
+  std::size_t chosen_new = 0;
+  {
+    std::ifstream in(out);
+    const auto file = nlohmann::json::parse(in);
+    const auto& ids = file.at("training_domain").at("joint").at("ids");
+    ASSERT_EQ(ids.size(), 800u + 16);  // the source's rows, then the transfer's
+    for (std::size_t i = 800; i < ids.size(); ++i) {
+      chosen_new += std::count(ids.begin(), ids.begin() + 800, ids[i]) == 0 ? 1 : 0;
+    }
+  }
+  EXPECT_EQ(summary.at("scored_rows_new_to_source"), 800 - chosen_new);
+  std::size_t new_rows = 0;
+  for (const auto& s : summary.at("scores_new_to_source")) {
+    if (s.at("target") == "latency" && s.at("method") == "carb") new_rows = s.at("n");
+  }
+  EXPECT_EQ(new_rows, 800 - chosen_new);
+
   // Bad input: a table model as the source, a database without rows, K above what is measured.
   const std::string table = testing::TempDir() + "transfer-table-" + pid + ".csv";
   {

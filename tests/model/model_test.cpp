@@ -396,6 +396,9 @@ TEST_F(Fitted, BrokenModelFilesAreInputErrors) {
   const auto tree_features = wide.find("\"num_feature\":\"", wide.find("\"tree_param\""));
   wide.replace(tree_features, 15, "\"num_feature\":\"9");
   expect_corrupt(wide, "a tree with the wrong number of features");
+  // A table model keeps no out-of-sample predictions (a transfer takes carb's measurements).
+  EXPECT_TRUE(predictor->out_of_sample().ids.empty());
+  EXPECT_TRUE(nlohmann::json::parse(text).at("out_of_sample").is_null());
   std::string newer = text;
   newer.replace(newer.find("\"format_version\":1"), 18, "\"format_version\":99");
   EXPECT_NE(message(newer).find("model format 99 is newer"), std::string::npos);

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 #include <set>
 #include <string>
 
@@ -69,13 +70,15 @@ class Transfer : public testing::Test {
     FitOptions options;
     options.threads = 1;
     options.forest_trees = 16;
-    source = new Predictor(Predictor::fit(subset(amd, every(amd.rows(), 4)), options, nullptr));
+    source_rows = new Dataset(subset(amd, every(amd.rows(), 4)));
+    source = new Predictor(Predictor::fit(*source_rows, options, nullptr));
     intel = new Dataset(dataset_from_store(Store::open(intel_db), "", DriftMode::kAuto));
     std::filesystem::remove(amd_db);
     std::filesystem::remove(intel_db);
   }
   static void TearDownTestSuite() {
     delete source;
+    delete source_rows;
     delete intel;
   }
   // A slice of the Intel rows recorded as measured on `device` of this machine.
@@ -86,9 +89,11 @@ class Transfer : public testing::Test {
     return here;
   }
   static Predictor* source;
+  static Dataset* source_rows;  // what it was fitted on
   static Dataset* intel;
 };
 Predictor* Transfer::source = nullptr;
+Dataset* Transfer::source_rows = nullptr;
 Dataset* Transfer::intel = nullptr;
 
 TEST_F(Transfer, SixteenChosenRowsBeatNoTransferAndOneFactorWithIntervalsThatCover) {
@@ -151,6 +156,78 @@ TEST_F(Transfer, OneWildRowAmongSixteenDoesNotWidenTheIntervals) {
   // feature-ridge win the clean rows, loglinear the wild ones: no longer like with like).
   ASSERT_EQ(a.method, b.method) << a.why << " / " << b.why;
   EXPECT_LT(b.half_width, 1.3 * a.half_width) << a.half_width << " " << b.half_width;
+}
+
+// A model keeps out-of-sample predictions of the rows it was fitted on, and a transfer from it
+// gives configurations new to it the intervals those calibrate: on the rows the source was
+// fitted on its predictions are in-sample, and residuals there are smaller.
+TEST_F(Transfer, ConfigurationsNewToTheSourceGetIntervalsFromItsOutOfSamplePredictions) {
+  const Predictor::OutOfSample& kept = source->out_of_sample();
+  ASSERT_EQ(kept.ids.size(), source->training_domain().rows());
+  ASSERT_EQ(kept.values.size(), 3u);
+  EXPECT_TRUE(kept.values[1].empty());  // energy: unavailable
+  ASSERT_EQ(kept.values[2].size(), kept.ids.size());
+  // On the rows it was fitted on, its latency errors out of sample are larger than in sample;
+  // on its test rows the two are its own prediction.
+  const Dataset& fitted = *source_rows;
+  ASSERT_EQ(fitted.ids, kept.ids);
+  const auto in_sample = source->predict(fitted.x.data(), fitted.rows(), fitted.batch.data());
+  const std::set<std::string> fitted_ids(source->fit_report().fitted_ids.begin(),
+                                         source->fit_report().fitted_ids.end());
+  double in_error = 0, out_error = 0;
+  std::size_t test_rows = 0;
+  for (std::size_t i = 0; i < fitted.rows(); ++i) {
+    const double y = fitted.y[2][i];
+    if (!fitted_ids.contains(fitted.ids[i])) {
+      ++test_rows;
+      EXPECT_NEAR(kept.values[2][i] / in_sample[2][i].value, 1.0, 1e-6) << fitted.ids[i];
+      continue;
+    }
+    in_error += std::abs(std::log(in_sample[2][i].value / y));
+    out_error += std::abs(std::log(kept.values[2][i] / y));
+  }
+  EXPECT_GT(test_rows, 0u);
+  EXPECT_GT(out_error, 1.1 * in_error);
+  // The model file keeps them; fewer values than ids is one error.
+  auto file = nlohmann::json::parse(source->to_json_text());
+  const Predictor reloaded = Predictor::from_json_text(file.dump(), "m.json");
+  EXPECT_EQ(reloaded.out_of_sample().ids, kept.ids);
+  EXPECT_EQ(reloaded.out_of_sample().values, kept.values);
+  file["out_of_sample"]["values"][2].erase(0);
+  expect_input([&] { (void)Predictor::from_json_text(file.dump(), "m.json"); },
+               "m.json: its out-of-sample predictions are 399 for 400 configurations");
+
+  // 48 Intel rows of configurations the source was fitted on: cross-conformal intervals, from
+  // residuals of its in-sample predictions and, for new configurations, of its out-of-sample
+  // ones.
+  const std::vector<bool> all_known = known_to(*source, intel->ids);
+  std::vector<std::size_t> of_source;
+  for (std::size_t i = 0; i < intel->rows(); ++i) {
+    if (all_known[i]) of_source.push_back(i);
+  }
+  const Dataset pool = subset(*intel, of_source);
+  std::vector<std::size_t> chosen;
+  for (std::size_t i :
+       choose_transfer_rows(*source, pool.x.data(), pool.rows(), pool.batch.data(), 48, 1)) {
+    chosen.push_back(of_source[i]);
+  }
+  TransferOptions options;
+  options.threads = 1;
+  TransferReport report;
+  const Predictor model = transfer_fit(*source, subset(*intel, chosen), options, &report);
+  const TransferTargetReport& latency = report.targets[2];
+  EXPECT_EQ(latency.interval.find("cross-conformal"), 0u) << latency.interval;
+  EXPECT_GT(latency.new_half_width, 1.05 * latency.half_width);  // measured: 1.09x
+  EXPECT_NE(latency.interval.find("new to the source"), std::string::npos) << latency.interval;
+  // A configuration of the source's data gets the first width, one new to it the second.
+  const auto first_of = [&](bool of_data) {
+    return static_cast<std::size_t>(std::find(all_known.begin(), all_known.end(), of_data) -
+                                    all_known.begin());
+  };
+  const Dataset pair = subset(*intel, {first_of(true), first_of(false)});
+  const auto predicted = model.predict(pair.x.data(), 2, pair.batch.data());
+  EXPECT_NEAR(std::log(predicted[2][0].high / predicted[2][0].value), latency.half_width, 1e-9);
+  EXPECT_NEAR(std::log(predicted[2][1].high / predicted[2][1].value), latency.new_half_width, 1e-9);
 }
 
 TEST_F(Transfer, TheModelFileRoundTripsWithItsSource) {
@@ -334,6 +411,15 @@ TEST_F(Transfer, ChosenRowsSpreadOverBlocksBatchesAndTheSourcesRangeByTheSeed) {
             (std::vector<std::size_t>{0, 1, 2, 3, 4}));
   EXPECT_EQ(choose_random_rows(10, 3, 1), choose_random_rows(10, 3, 1));
   EXPECT_EQ(choose_random_rows(10, 3, 1).size(), 3u);
+}
+
+// Which configurations the source's data has: on those its predictions are in-sample.
+TEST_F(Transfer, KnowsWhichConfigurationsTheSourcesDataHas) {
+  const TrainingDomain& domain = source->training_domain();
+  ASSERT_GT(domain.rows(), 2u);
+  EXPECT_EQ(known_to(*source, {domain.id(0), "basic10_w0.3_ds_r40_b8_fp32", domain.id(1)}),
+            (std::vector<bool>{true, false, true}));
+  EXPECT_TRUE(known_to(*source, {}).empty());
 }
 
 TEST_F(Transfer, DistanceIsTheRatioOfMeasuredToPredicted) {
