@@ -588,6 +588,19 @@ std::vector<std::vector<TargetPrediction>> TransferLayer::predict(const float* x
     refitted = cheap ? refit->predict_cheap(x, rows_count) : refit->predict(x, rows_count, batch);
   std::vector<std::size_t> all(rows_count);
   std::iota(all.begin(), all.end(), 0);
+  // Which rows no configuration of the source's domain has, judged once for every target that
+  // gives them their own width (the cheap path, which ranks whole spaces, keeps one).
+  std::vector<char> new_to_source;
+  const bool any_by_row =
+      !cheap && std::any_of(targets.begin(), targets.end(), [](const TargetCorrection& c) {
+        return c.available && c.new_half_width != c.half_width;
+      });
+  if (any_by_row) {
+    new_to_source.resize(rows_count);
+    for (std::size_t i = 0; i < rows_count; ++i)
+      new_to_source[i] =
+          static_cast<char>(source->training_domain().judge(x + i * cols).distance_ratio > 0);
+  }
   std::vector<std::vector<TargetPrediction>> out(targets.size());
   for (std::size_t t = 0; t < targets.size(); ++t) {
     const TargetCorrection& correction = targets[t];
@@ -596,9 +609,7 @@ std::vector<std::vector<TargetPrediction>> TransferLayer::predict(const float* x
       for (TargetPrediction& p : out[t]) p.reason = correction.reason;
       continue;
     }
-    // The full path's rows new to the source take their own width (the cheap path, which ranks
-    // whole spaces, keeps one).
-    const bool by_row = !cheap && correction.new_half_width != correction.half_width;
+    const bool by_row = any_by_row && correction.new_half_width != correction.half_width;
     std::vector<double> logs;
     if (correction.method == TransferMethod::kRefit) {
       for (std::size_t i = 0; i < rows_count; ++i) logs.push_back(log_of(refitted[t][i].value));
@@ -620,11 +631,9 @@ std::vector<std::vector<TargetPrediction>> TransferLayer::predict(const float* x
       if (logs.empty()) logs = predict_method(method, fitted, source_rows, all);
     }
     for (std::size_t i = 0; i < rows_count; ++i) {
-      const double width =
-          cheap ? correction.cheap_half_width
-          : by_row && source->training_domain().judge(x + i * cols).distance_ratio > 0
-              ? correction.new_half_width
-              : correction.half_width;
+      const double width = cheap                        ? correction.cheap_half_width
+                           : by_row && new_to_source[i] ? correction.new_half_width
+                                                        : correction.half_width;
       TargetPrediction& p = out[t][i];
       p.available = true;
       p.value = std::exp(logs[i]);
