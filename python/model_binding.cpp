@@ -1,6 +1,7 @@
 // Models: fit (from a database, measurements in columns, or a table), load, save, predict.
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <limits>
 #include <numeric>
 #include <optional>
@@ -139,9 +140,10 @@ CsvTable table_of(const std::vector<std::string>& header,
   return table;
 }
 
-py::dict fit_report_dict(const FitReport& report) {
+// Scores as a list of dicts, one per target and method (fit's test split, evaluate).
+py::list scores_list(const std::vector<MethodScores>& all) {
   py::list scores;
-  for (const MethodScores& s : report.scores) {
+  for (const MethodScores& s : all) {
     const Metrics& m = s.metrics;
     scores.append(py::dict(py::arg("target") = s.target, py::arg("method") = s.method,
                            py::arg("n") = m.n, py::arg("r2") = m.r2, py::arg("mae") = m.mae,
@@ -150,6 +152,11 @@ py::dict fit_report_dict(const FitReport& report) {
                            py::arg("coverage_pct") = m.coverage.value_or(kNan),
                            py::arg("mean_width") = m.mean_width.value_or(kNan)));
   }
+  return scores;
+}
+
+py::dict fit_report_dict(const FitReport& report) {
+  const py::list scores = scores_list(report.scores);
   return py::dict(py::arg("train_rows") = report.train_rows,
                   py::arg("validation_rows") = report.validation_rows,
                   py::arg("calibration_rows") = report.calibration_rows,
@@ -398,6 +405,45 @@ void bind_model(py::module_& m) {
       },
       py::arg("source"), py::arg("db"), py::arg("device"), py::arg("drift"), py::arg("instance"),
       py::arg("seed"), py::arg("coverage"), py::arg("threads"));
+
+  m.def(
+      "evaluate_store",
+      [](const ModelPtr& model, const std::string& db, const std::string& device,
+         const std::string& drift, const std::string& instance) {
+        if (model->schema() != kArchitectureSchema) {
+          throw Error(ErrorCategory::kInput,
+                      "the model was fitted on a table, not on carb measurements", "model");
+        }
+        const DriftMode mode = drift_of(drift);
+        if (!std::filesystem::exists(db)) {
+          throw Error(ErrorCategory::kInput, db + ": no such database", "db");
+        }
+        std::vector<MethodScores> scores;
+        std::vector<DeviceDistance> distance;
+        bool planned = false;
+        const Dataset data = without_gil([&] {
+          Dataset rows = evaluation_dataset(*model, Store::open(db), device, mode, instance);
+          std::string no_plan;
+          const auto planner = EngineMemoryPlanner::for_model(*model, &no_plan);
+          planned = planner != nullptr;
+          scores = evaluate(*model, rows, planner.get());
+          distance = device_distance(*model, rows);
+          return rows;
+        });
+        py::list distances;
+        for (const DeviceDistance& d : distance) {
+          distances.append(py::dict(py::arg("target") = d.target, py::arg("rows") = d.rows,
+                                    py::arg("ratio") = d.ratio, py::arg("low") = d.low,
+                                    py::arg("high") = d.high));
+        }
+        return py::make_tuple(
+            py::dict(py::arg("scores") = scores_list(scores),
+                     py::arg("same_fingerprint") =
+                         data.device_fingerprint == model->device_fingerprint(),
+                     py::arg("memory_planned") = planned, py::arg("distance") = distances),
+            dataset_dict(data));
+      },
+      py::arg("model"), py::arg("db"), py::arg("device"), py::arg("drift"), py::arg("instance"));
 
   m.def(
       "fit_measured",

@@ -511,6 +511,15 @@ class EngineMemoryPlanner;
 [[nodiscard]] std::vector<MethodScores> evaluate(const Predictor& predictor, const Dataset& data,
                                                  const EngineMemoryPlanner* planner = nullptr);
 
+/// The rows of `store` that carb evaluate scores `model` on: `device`'s (a fingerprint or what
+/// dataset_from_store takes), or, where it is empty, the model's own device when the store has
+/// it, else the store's only device (a transfer). kAuto divides latencies by the drift only where
+/// the model's fit did (else none); the model's probe reference applies to rows of its own
+/// device, and another device's latencies are corrected relative to that device's own probes.
+[[nodiscard]] Dataset evaluation_dataset(const Predictor& model, const Store& store,
+                                         std::string_view device, DriftMode drift,
+                                         std::string_view instance = {});
+
 // ---------------------------------------------------------------------------------------------
 // Transfer to another device (docs/model.md, "Transfer")
 

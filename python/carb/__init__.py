@@ -47,7 +47,8 @@ DEFAULT_DRIFT_PROBE: str = _carb.DEFAULT_DRIFT_PROBE
 
 __all__ = [
     "BLOCKS", "CarbRuntimeError", "DEFAULT_DRIFT_PROBE", "InputError", "Model", "PRECISIONS",
-    "Space", "characterize", "devices", "features", "fit", "git_commit", "layers", "load_model",
+    "Space", "characterize", "devices", "evaluate", "features", "fit", "git_commit", "layers",
+    "load_model",
     "kernels", "load_space", "measurements", "profile", "report", "screen",
 ]
 
@@ -250,6 +251,11 @@ def _fit_options(**given: Any) -> FitOptions:
     return options
 
 
+# Score tables' columns (fit's test split, evaluate), as carb fit and carb evaluate print them.
+_SCORE_COLUMNS = ["target", "method", "n", "r2", "mae", "mape_pct", "within10_pct", "spearman",
+                  "slope", "coverage_pct", "mean_width"]
+
+
 class Model:
     """A fitted CARB predictor of one device (or of a table): :func:`fit` or :func:`load_model`.
 
@@ -335,9 +341,7 @@ class Model:
     def scores(self) -> pd.DataFrame:
         """The test split's scores recorded at fit time, one row per target and method."""
         report = self._handle.fit_report()
-        return pd.DataFrame(report["scores"], columns=[
-            "target", "method", "n", "r2", "mae", "mape_pct", "within10_pct", "spearman",
-            "slope", "coverage_pct", "mean_width"])
+        return pd.DataFrame(report["scores"], columns=_SCORE_COLUMNS)
 
     @property
     def fit_report(self) -> Dict[str, Any]:
@@ -573,6 +577,29 @@ def fit(data: Any = None, *, db: Optional[PathLike] = None, device: str = "",
     if output is not None:
         model.save(output)
     return model
+
+
+def evaluate(model: Model, db: PathLike, *, device: str = "", drift: str = "auto",
+             instance: str = "") -> pd.DataFrame:
+    """Scores a model on a database's measurements, as ``carb evaluate --db`` does: one row per
+    target and method (carb, then each member alone).
+
+    The rows are ``device``'s, or, where it is empty, the model's own device when the database
+    has it, else the database's only device (a transfer evaluation: R², Spearman and slope say
+    how far the model carries). ``drift="auto"`` divides latencies by the drift only where the
+    model's fit did. Where this machine runs the model's engine, carb's memory is the engine's
+    plan and the model's own estimate is the method ``memory-model``.
+
+    ``attrs``: ``same_fingerprint`` (the data's device is the model's), ``memory_planned``,
+    ``distance`` (per target, the geometric mean of measured / predicted and its range) and
+    ``data`` (rows, device, drift correction, host instances). On its own device the model may
+    have been fitted on some of the rows: its ``scores`` (the test split) are the honest ones."""
+    result, info = _carb.evaluate_store(model._handle, _os.fspath(db), device, drift, instance)
+    frame = pd.DataFrame(result["scores"], columns=_SCORE_COLUMNS)
+    frame.attrs.update({"same_fingerprint": result["same_fingerprint"],
+                        "memory_planned": result["memory_planned"],
+                        "distance": result["distance"], "data": info})
+    return frame
 
 
 # --------------------------------------------------------------------------------------------

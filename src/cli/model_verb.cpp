@@ -99,7 +99,8 @@ void print_instances(const Dataset& data) {
             << instances_text(data.instances) << "; --instance keeps one\n";
 }
 
-Dataset load_data(const DataOptions& options, std::optional<double> reference_ms = std::nullopt) {
+// The usage errors of a verb's data options: one source, and the options that go with it.
+void check_data_options(const DataOptions& options) {
   if (static_cast<int>(!options.db.empty()) + static_cast<int>(!options.table.empty()) +
           static_cast<int>(!options.kernels.empty()) !=
       1) {
@@ -112,12 +113,6 @@ Dataset load_data(const DataOptions& options, std::optional<double> reference_ms
                   "--kernels fixes its features and target; --features, --target, --stratify, "
                   "--batch-column and --instance are for --table or --db");
     }
-    std::vector<CsvTable> tables;
-    for (const std::string& path : options.kernels) tables.push_back(read_csv(path));
-    std::vector<std::string> notes;
-    Dataset data = dataset_from_kernels(tables, &notes, drift_mode(options.drift));
-    for (const std::string& note : notes) std::cerr << "note: " << note << "\n";
-    return data;
   }
   if (!options.table.empty() && !options.instance.empty()) {
     throw Error(ErrorCategory::kUsage, "--instance needs --db: a table has no host instances");
@@ -133,8 +128,22 @@ Dataset load_data(const DataOptions& options, std::optional<double> reference_ms
     if (!std::filesystem::exists(options.db)) {
       throw Error(ErrorCategory::kInput, options.db + ": no such database");
     }
+  }
+}
+
+Dataset load_data(const DataOptions& options) {
+  check_data_options(options);
+  if (!options.kernels.empty()) {
+    std::vector<CsvTable> tables;
+    for (const std::string& path : options.kernels) tables.push_back(read_csv(path));
+    std::vector<std::string> notes;
+    Dataset data = dataset_from_kernels(tables, &notes, drift_mode(options.drift));
+    for (const std::string& note : notes) std::cerr << "note: " << note << "\n";
+    return data;
+  }
+  if (!options.db.empty()) {
     return dataset_from_store(Store::open(options.db), options.device, drift_mode(options.drift),
-                              reference_ms, options.instance);
+                              std::nullopt, options.instance);
   }
   TableSpec spec;
   spec.features = split_list(options.features);
@@ -569,30 +578,18 @@ void run_evaluate(EvaluateCommand& command) {
                   "--table needs the --features and --target the model was fitted with");
     }
   }
-  // auto: as the model was fitted, relative to its reference; on: relative to its reference,
-  // or the data's own when it has none. The reference is the probe's latency on the model's
-  // device: another device's latencies are corrected relative to its own probes' median (scaled
-  // by the model's, an engine whose probe ran 40x slower had every latency divided by 40).
+  // auto: as the model was fitted; the rows evaluation_dataset chooses from a database.
   DriftMode drift = drift_mode(command.data.drift);
   if (drift == DriftMode::kAuto && !predictor.drift().applied) drift = DriftMode::kOff;
-  const auto reference_for = [&](std::string_view fingerprint) {
-    return predictor.drift().applied && fingerprint == predictor.device_fingerprint()
-               ? std::optional<double>(predictor.drift().reference_ms)
-               : std::nullopt;
-  };
   Dataset data;
-  if (!command.data.db.empty() && command.data.device.empty()) {
-    // The model's own device when the database has it, else its only device (transfer).
-    const Store store = Store::open(command.data.db);
-    const bool has_model_device = store.find_device(predictor.device_fingerprint()).has_value();
-    data = dataset_from_store(
-        store, has_model_device ? predictor.device_fingerprint() : "", drift,
-        has_model_device ? reference_for(predictor.device_fingerprint()) : std::nullopt,
-        command.data.instance);
+  if (!command.data.db.empty()) {
+    check_data_options(command.data);
+    data = evaluation_dataset(predictor, Store::open(command.data.db), command.data.device, drift,
+                              command.data.instance);
   } else {
     DataOptions options = command.data;
     options.drift = drift == DriftMode::kOff ? "off" : command.data.drift;
-    data = load_data(options, reference_for(command.data.device));
+    data = load_data(options);
   }
   if (!command.data.db.empty()) print_drift(data, drift);
   if (data.feature_names != predictor.feature_names()) {

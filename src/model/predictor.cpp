@@ -9,6 +9,7 @@
 
 #include "carb/error.hpp"
 #include "carb/model.hpp"
+#include "carb/store.hpp"
 #include "ensemble.hpp"
 #include "predictor_impl.hpp"
 #include "transfer.hpp"
@@ -584,6 +585,20 @@ std::vector<MethodScores> evaluate(const Predictor& predictor, const Dataset& da
     }
   }
   return out;
+}
+
+Dataset evaluation_dataset(const Predictor& model, const Store& store, std::string_view device,
+                           DriftMode drift, std::string_view instance) {
+  if (drift == DriftMode::kAuto && !model.drift().applied) drift = DriftMode::kOff;
+  if (device.empty() && store.find_device(model.device_fingerprint()).has_value())
+    device = model.device_fingerprint();
+  // The reference is the probe's latency on the model's device: with it, another device whose
+  // probe ran 40x slower would have every latency divided by 40.
+  const std::optional<double> reference =
+      model.drift().applied && device == model.device_fingerprint()
+          ? std::optional<double>(model.drift().reference_ms)
+          : std::nullopt;
+  return dataset_from_store(store, device, drift, reference, instance);
 }
 
 }  // namespace carb

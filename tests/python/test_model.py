@@ -204,6 +204,45 @@ def test_a_transfer_is_carb_fit_from(reference_db, cli_model, tmp_path):
     assert raised.value.subject == "source"
 
 
+def test_evaluate_is_carb_evaluate(reference_db, cli_model, tmp_path):
+    """evaluate() scores what `carb evaluate --db` scores, to the bit, and says what it scored."""
+    import sqlite3
+    import shutil
+    few = tmp_path / "few.sqlite"
+    shutil.copy(reference_db, few)
+    with sqlite3.connect(few) as db:  # 40 configurations: a quick evaluation
+        db.execute("PRAGMA foreign_keys = ON")
+        db.execute("DELETE FROM measurements WHERE configuration_key NOT IN (SELECT DISTINCT "
+                   "configuration_key FROM measurements ORDER BY configuration_key LIMIT 40)")
+    cli = cli_json("evaluate", "--model", cli_model, "--db", few, "--format", "json")
+    frame = carb.evaluate(carb.load_model(cli_model), few)
+    assert len(frame) == len(cli["scores"]) and len(frame) >= 2
+    for (_, ours), theirs in zip(frame.iterrows(), cli["scores"]):
+        assert (ours["target"], ours["method"], ours["n"]) == \
+            (theirs["target"], theirs["method"], theirs["n"])
+        assert ours["mape_pct"] == theirs["mape"] and ours["spearman"] == theirs["spearman"]
+        if theirs["coverage"] is None:
+            assert math.isnan(ours["coverage_pct"])
+        else:
+            assert ours["coverage_pct"] == theirs["coverage"]
+    carb_latency = frame[(frame.target == "latency") & (frame.method == "carb")].iloc[0]
+    assert carb_latency["n"] == 40 and 0 < carb_latency["mape_pct"] < 50
+    assert frame.attrs["same_fingerprint"] is cli["same_fingerprint"] is True
+    assert frame.attrs["memory_planned"] == cli["memory_planned"]
+    assert frame.attrs["data"]["rows"] == 40
+    assert {d["target"] for d in frame.attrs["distance"]} >= {"latency", "memory"}
+    # Bad input is the command line's error.
+    for args, kwargs in (((tmp_path / "missing.sqlite",), {}), ((few,), {"drift": "sideways"}),
+                         ((few,), {"device": "no such device"})):
+        with pytest.raises((carb.InputError, ValueError)) as raised:
+            carb.evaluate(carb.load_model(cli_model), *args, **kwargs)
+        assert str(raised.value)
+    message, code = cli_error("evaluate", "--model", cli_model, "--db", tmp_path / "missing.sqlite")
+    with pytest.raises(carb.InputError) as raised:
+        carb.evaluate(carb.load_model(cli_model), tmp_path / "missing.sqlite")
+    assert str(raised.value) == message and code == 2
+
+
 def test_model_errors_are_the_command_lines(tmp_path, cli_model):
     not_a_model = tmp_path / "not-a-model.json"
     not_a_model.write_text('{"format": "something else"}')
