@@ -544,8 +544,8 @@ struct TransferTargetReport {
   std::size_t folds = 0;  ///< cross-validation folds
   std::string interval;   ///< "cross-conformal", or "student-t" (robust, pooled: too few rows)
   double half_width = 0;  ///< natural-log half-width of the intervals
-  /// The same for configurations the source's data does not have: from the chosen method's
-  /// out-of-fold residuals on the source's out-of-sample predictions of the rows it has
+  /// The same for configurations the source's data does not have: from the same out-of-fold
+  /// fits applied to the source's out-of-sample predictions of the rows it has
   /// (Predictor::out_of_sample); half_width where the source kept none or no row is of its data.
   double new_half_width = 0;
 };
@@ -571,8 +571,9 @@ inline constexpr std::size_t kTransferFamilyRows = 4;
 /// saw, the source as it is) are cross-validated on the target rows, and the default (log-linear;
 /// for a new family's rows the structural one) is kept unless another beats it by more than one
 /// standard error. Intervals
-/// come from the chosen method's out-of-fold residuals (cross-conformal, or a Student-t
-/// interval where the rows are too few). Throws carb::Error (input) when the source and the
+/// come from out-of-fold residuals: the chosen method's, cross-conformal, from 40 rows; below,
+/// those of the choice cross-validated whole (each fold choosing anew), in a Student-t
+/// interval. Throws carb::Error (input) when the source and the
 /// data differ in feature schema or targets, or the data has no rows.
 [[nodiscard]] Predictor transfer_fit(const Predictor& source, const Dataset& target,
                                      const TransferOptions& options, TransferReport* report);

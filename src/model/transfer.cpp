@@ -507,6 +507,117 @@ std::vector<double> percentage_errors(const std::vector<double>& predicted,
   return errors;
 }
 
+// Which candidates a target's rows can fit, and the default among them.
+struct Candidates {
+  bool new_family_rows = false;  // rows of a network family the source never saw
+  bool structural = false;       // a time-like target whose source has additive parts
+  bool ridge = false;            // feature-ridge has features
+
+  // For rows of a new family, the source as it is too, from 4 rows: where a few networks of the
+  // family disagree, no correction fitted on some of them may be better than none (with 2 or 3
+  // rows, whichever is left out decides). On a new device the source is off by the device's
+  // difference, which is what a transfer is for.
+  [[nodiscard]] std::vector<TransferMethod> of(std::size_t n) const {
+    std::vector<TransferMethod> out = {TransferMethod::kScale};
+    if (new_family_rows && n >= kMinRowsSource) out.push_back(TransferMethod::kSource);
+    if (n >= kMinRowsLogLinear) out.push_back(TransferMethod::kLogLinear);
+    if (structural && n >= kMinRowsStructural) out.push_back(TransferMethod::kStructural);
+    if (structural && ridge && n >= kMinRowsFeatureRidge) {
+      out.push_back(TransferMethod::kFeatureRidge);
+    }
+    if (n >= kMinRowsResidualTrees) out.push_back(TransferMethod::kResidualTrees);
+    return out;
+  }
+
+  // loglinear (scale below its minimum rows; structural where the rows are of a network family
+  // the source never saw, as a new family's cost differs from the source's by its mix of layer
+  // classes, not by one line in the network's size).
+  [[nodiscard]] TransferMethod default_for(std::size_t n) const {
+    if (new_family_rows && structural && n >= kMinRowsStructural) {
+      return TransferMethod::kStructural;
+    }
+    return n >= kMinRowsLogLinear ? TransferMethod::kLogLinear : TransferMethod::kScale;
+  }
+};
+
+// The choice among candidates by their per-row errors: `default_method` unless another beats it
+// by more than one standard error of the mean per-row difference (the largest such gain, in
+// `*gain`).
+TransferMethod choose(const std::map<TransferMethod, std::vector<double>>& errors,
+                      TransferMethod default_method, double* gain) {
+  TransferMethod chosen = default_method;
+  double best_gain = 0;
+  const std::vector<double>& base = errors.at(default_method);
+  const std::size_t n = base.size();
+  for (const auto& [method, error] : errors) {
+    if (method == default_method) continue;
+    std::vector<double> differences;
+    for (std::size_t i = 0; i < n; ++i) differences.push_back(base[i] - error[i]);
+    const double mean_gain = mean(differences);
+    double variance = 0;
+    for (double d : differences) variance += (d - mean_gain) * (d - mean_gain);
+    const double standard_error =
+        n > 1 ? std::sqrt(variance / static_cast<double>(n - 1) / static_cast<double>(n)) : 0;
+    if (mean_gain > standard_error && mean_gain > best_gain) {
+      best_gain = mean_gain;
+      chosen = method;
+    }
+  }
+  if (gain != nullptr) *gain = best_gain;
+  return chosen;
+}
+
+// Rows `use` of `rows`, as rows of their own.
+Rows rows_of(const Rows& rows, const std::vector<std::size_t>& use) {
+  Rows out;
+  out.cols = rows.cols;
+  out.ridge_features = rows.ridge_features;
+  for (std::size_t i : use) {
+    out.s.push_back(rows.s[i]);
+    out.ly.push_back(rows.ly[i]);
+    out.parts.push_back(rows.parts[i]);
+    out.x.insert(out.x.end(), rows.x.begin() + static_cast<long>(i * rows.cols),
+                 rows.x.begin() + static_cast<long>((i + 1) * rows.cols));
+  }
+  return out;
+}
+
+// Out-of-fold natural-log predictions of the choice itself, for each view of the rows (`rows`,
+// or the source's out-of-sample view of them): in each fold the candidates are cross-validated
+// on the other rows, the rule chooses, and the chosen one, fitted on those rows, predicts the
+// held-out ones. The chosen method's own out-of-fold residuals are optimistic, as it was chosen
+// for having small ones.
+std::vector<std::vector<double>> chosen_out_of_fold(const Candidates& candidates, const Rows& rows,
+                                                    std::size_t folds, std::uint64_t seed,
+                                                    int threads,
+                                                    const std::vector<const Rows*>& views) {
+  const std::size_t n = rows.s.size();
+  const std::vector<std::size_t> fold = fold_of(n, folds, seed);
+  std::vector<std::vector<double>> out(views.size(), std::vector<double>(n, std::nan("")));
+  for (std::size_t f = 0; f < folds; ++f) {
+    std::vector<std::size_t> train, held;
+    for (std::size_t i = 0; i < n; ++i) (fold[i] == f ? held : train).push_back(i);
+    if (held.empty() || train.empty()) continue;
+    TransferMethod chosen = candidates.default_for(train.size());
+    if (train.size() >= 2) {
+      const Rows inner = rows_of(rows, train);
+      const std::size_t inner_folds = std::min(train.size(), kMaxFolds);
+      std::map<TransferMethod, std::vector<double>> errors;
+      for (TransferMethod method : candidates.of(train.size())) {
+        errors[method] = percentage_errors(
+            out_of_fold(method, inner, inner_folds, seed, threads, inner), inner.ly);
+      }
+      chosen = choose(errors, chosen, nullptr);
+    }
+    const Fitted fitted = fit_method(chosen, rows, train, seed, threads);
+    for (std::size_t v = 0; v < views.size(); ++v) {
+      const std::vector<double> predicted = predict_method(chosen, fitted, *views[v], held);
+      for (std::size_t k = 0; k < held.size(); ++k) out[v][held[k]] = predicted[k];
+    }
+  }
+  return out;
+}
+
 std::string percent(double value) {
   std::ostringstream text;
   text.precision(3);
@@ -1070,18 +1181,11 @@ Predictor transfer_fit(const Predictor& source_model, const Dataset& data,
       rows.x.insert(rows.x.end(), data.row(i), data.row(i) + cols);
       rows.x.push_back(static_cast<float>(rows.s.back()));
     }
-    // For rows of a new family, the source as it is too, from 4 rows: where a few networks of
-    // the family disagree, no correction fitted on some of them may be better than none (with 2
-    // or 3 rows, whichever is left out decides). On a new device the source is off by the
-    // device's difference, which is what a transfer is for.
-    std::vector<TransferMethod> candidates = {TransferMethod::kScale};
-    if (new_family_rows && n >= kMinRowsSource) candidates.push_back(TransferMethod::kSource);
-    if (n >= kMinRowsLogLinear) candidates.push_back(TransferMethod::kLogLinear);
-    if (structural && n >= kMinRowsStructural) candidates.push_back(TransferMethod::kStructural);
-    if (structural && n >= kMinRowsFeatureRidge && !ridge_features.empty()) {
-      candidates.push_back(TransferMethod::kFeatureRidge);
-    }
-    if (n >= kMinRowsResidualTrees) candidates.push_back(TransferMethod::kResidualTrees);
+    Candidates candidates_of;
+    candidates_of.new_family_rows = new_family_rows;
+    candidates_of.structural = structural;
+    candidates_of.ridge = !ridge_features.empty();
+    const std::vector<TransferMethod> candidates = candidates_of.of(n);
     const std::size_t folds = std::min(n, kMaxFolds);
     target_report.rows = n;
     target_report.folds = folds;
@@ -1104,34 +1208,14 @@ Predictor transfer_fit(const Predictor& source_model, const Dataset& data,
       errors[method] = percentage_errors(predicted, rows.ly);
       target_report.cv_mape.emplace_back(std::string(to_string(method)), mean(errors[method]));
     }
-    // The default, loglinear (scale below its minimum rows; structural where the rows are of a
-    // network family the source never saw, as a new family's cost differs from the source's by
-    // its mix of layer classes, not by one line in the network's size), unless another
-    // candidate beats it by more than one standard error of the mean per-row difference.
-    TransferMethod chosen = new_family_rows && structural && n >= kMinRowsStructural
-                                ? TransferMethod::kStructural
-                            : n >= kMinRowsLogLinear ? TransferMethod::kLogLinear
-                                                     : TransferMethod::kScale;
+    // The default unless another candidate beats it by more than one standard error.
+    const TransferMethod default_method = candidates_of.default_for(n);
+    TransferMethod chosen = default_method;
     std::string why = n < 2 ? "one row: its factor, no cross-validation"
                             : std::string(to_string(chosen)) + " (the default)";
     if (n >= 2) {
       double best_gain = 0;
-      const std::vector<double>& base = errors[chosen];
-      const TransferMethod default_method = chosen;
-      for (const auto& [method, error] : errors) {
-        if (method == default_method) continue;
-        std::vector<double> differences;
-        for (std::size_t i = 0; i < n; ++i) differences.push_back(base[i] - error[i]);
-        const double gain = mean(differences);
-        double variance = 0;
-        for (double d : differences) variance += (d - gain) * (d - gain);
-        const double standard_error =
-            n > 1 ? std::sqrt(variance / static_cast<double>(n - 1) / static_cast<double>(n)) : 0;
-        if (gain > standard_error && gain > best_gain) {
-          best_gain = gain;
-          chosen = method;
-        }
-      }
+      chosen = choose(errors, default_method, &best_gain);
       std::ostringstream text;
       text << to_string(chosen) << ": cross-validated MAPE " << percent(mean(errors[chosen]))
            << " over " << n << " rows in " << folds << " folds";
@@ -1165,19 +1249,8 @@ Predictor transfer_fit(const Predictor& source_model, const Dataset& data,
     if (chosen == TransferMethod::kFeatureRidge) correction.ridge = std::move(fitted.ridge);
     if (chosen == TransferMethod::kResidualTrees) correction.residual = std::move(fitted.residual);
     if (chosen == TransferMethod::kRefit) refit_used = true;
-    // Intervals from the chosen method's out-of-fold residuals.
-    std::vector<double> residuals;
-    if (oof.contains(chosen)) {
-      for (std::size_t i = 0; i < n; ++i) residuals.push_back(oof[chosen][i] - rows.ly[i]);
-    }
-    const double source_sd = source_sd_of(view.predictions[t], measured, source_model.coverage());
-    correction.half_width =
-        interval_half_width(residuals, options.coverage, source_sd, &target_report.interval);
-    target_report.half_width = correction.half_width;
-    // Configurations new to the source: on the rows its data has, its predictions are in-sample,
-    // and residuals there are smaller than on a new configuration. The same out-of-fold fits
-    // applied to its out-of-sample predictions of those rows give their intervals.
-    correction.new_half_width = correction.half_width;
+    // The source's out-of-sample view of the rows: on the rows its data has, its predictions are
+    // in-sample, and residuals there are smaller than on a configuration new to it.
     Rows held_view = rows;
     std::size_t of_source = 0;
     for (std::size_t k = 0; k < n; ++k) {
@@ -1189,9 +1262,36 @@ Predictor transfer_fit(const Predictor& source_model, const Dataset& data,
         ++of_source;
       }
     }
-    if (of_source > 0 && n >= 2 && chosen != TransferMethod::kRefit) {
-      const std::vector<double> honest =
-          out_of_fold(chosen, rows, folds, options.seed, options.threads, held_view);
+    // Intervals from out-of-fold residuals: below kConformalRows rows, of the choice itself, each
+    // fold choosing anew on its other rows (the chosen method's own residuals are those it won
+    // on: Intel -> AMD at K = 16 chose feature-ridge at a cross-validated 6.3% where it then
+    // erred by 13.5%, and its intervals covered 61%); from there on, the chosen method's.
+    std::vector<double> chosen_oof, honest;
+    const bool whole_choice = n >= 2 && n < kConformalRows && chosen != TransferMethod::kRefit;
+    if (whole_choice) {
+      std::vector<std::vector<double>> views = chosen_out_of_fold(
+          candidates_of, rows, folds, options.seed, options.threads, {&rows, &held_view});
+      chosen_oof = std::move(views[0]);
+      honest = std::move(views[1]);
+    } else {
+      if (oof.contains(chosen)) chosen_oof = oof[chosen];
+      if (n >= 2 && chosen != TransferMethod::kRefit) {
+        honest = out_of_fold(chosen, rows, folds, options.seed, options.threads, held_view);
+      }
+    }
+    std::vector<double> residuals;
+    for (std::size_t i = 0; i < chosen_oof.size(); ++i)
+      residuals.push_back(chosen_oof[i] - rows.ly[i]);
+    const double source_sd = source_sd_of(view.predictions[t], measured, source_model.coverage());
+    correction.half_width =
+        interval_half_width(residuals, options.coverage, source_sd, &target_report.interval);
+    if (whole_choice)
+      target_report.interval += ", from residuals of the choice cross-validated whole";
+    target_report.half_width = correction.half_width;
+    // Configurations new to the source: the same out-of-fold fits applied to its out-of-sample
+    // predictions of the rows its data has give their intervals.
+    correction.new_half_width = correction.half_width;
+    if (of_source > 0 && !honest.empty()) {
       std::vector<double> new_residuals;
       for (std::size_t i = 0; i < n; ++i) new_residuals.push_back(honest[i] - rows.ly[i]);
       std::string new_interval;
