@@ -367,7 +367,10 @@ void bind_model(py::module_& m) {
       "transfer_store",
       [](const ModelPtr& source, const std::string& db, const std::string& device,
          const std::string& drift, const std::string& instance, std::uint64_t seed, double coverage,
-         int threads) {
+         int threads, std::size_t rows, const std::string& choose) {
+        const std::optional<TransferChoice> choice = parse_transfer_choice(choose);
+        if (!choice)
+          throw Error(ErrorCategory::kInput, "choose must be spread or random", "choose");
         if (source->schema() != kArchitectureSchema) {
           throw Error(ErrorCategory::kInput,
                       "the source model was fitted on a table; a transfer needs a model of "
@@ -385,9 +388,10 @@ void bind_model(py::module_& m) {
         options.seed = seed;
         options.coverage = coverage;
         options.threads = threads;
-        TransferReport report;
-        auto model = std::make_shared<Predictor>(
-            without_gil([&] { return transfer_fit(*source, data, options, &report); }));
+        HeldOutTransfer fit =
+            without_gil([&] { return transfer_held_out(*source, data, rows, *choice, options); });
+        const TransferReport& report = fit.report;
+        auto model = std::make_shared<Predictor>(std::move(fit.model));
         py::list targets;
         for (const TransferTargetReport& t : report.targets) {
           py::dict cv;
@@ -398,13 +402,18 @@ void bind_model(py::module_& m) {
                                   py::arg("rows") = t.rows, py::arg("folds") = t.folds,
                                   py::arg("interval") = t.interval));
         }
-        py::dict transfer(py::arg("source") = report.source_device, py::arg("targets") = targets,
-                          py::arg("notes") = report.notes,
-                          py::arg("fit_seconds") = report.fit_seconds);
+        py::dict transfer(
+            py::arg("source") = report.source_device, py::arg("targets") = targets,
+            py::arg("notes") = report.notes, py::arg("fit_seconds") = report.fit_seconds,
+            py::arg("rows") = fit.fitted.size(), py::arg("scored_rows") = fit.held.size(),
+            py::arg("scores") = scores_list(fit.scores),
+            py::arg("scored_rows_new_to_source") = fit.held_new.size(),
+            py::arg("scores_new_to_source") = scores_list(fit.scores_new),
+            py::arg("memory_planned") = fit.memory_planned);
         return py::make_tuple(model, transfer, dataset_dict(data));
       },
       py::arg("source"), py::arg("db"), py::arg("device"), py::arg("drift"), py::arg("instance"),
-      py::arg("seed"), py::arg("coverage"), py::arg("threads"));
+      py::arg("seed"), py::arg("coverage"), py::arg("threads"), py::arg("rows"), py::arg("choose"));
 
   m.def(
       "evaluate_store",

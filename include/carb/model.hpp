@@ -595,6 +595,33 @@ std::vector<std::size_t> choose_random_rows(std::size_t rows, std::size_t k, std
 [[nodiscard]] std::vector<bool> known_to(const Predictor& source,
                                          const std::vector<std::string>& ids);
 
+/// How a transfer scored on held-out rows chooses the rows it is fitted on.
+enum class TransferChoice {
+  kSpread,  ///< choose_transfer_rows: what carb profile's transfer choice measures
+  kRandom,  ///< choose_random_rows, for comparison
+};
+/// "spread" or "random"; nullopt otherwise.
+[[nodiscard]] std::optional<TransferChoice> parse_transfer_choice(std::string_view text);
+
+/// A transfer fitted on some rows of a device's data and scored on the rest.
+struct HeldOutTransfer {
+  Predictor model;
+  TransferReport report;
+  std::vector<std::size_t> fitted;    ///< rows of the data it was fitted on, sorted
+  std::vector<std::size_t> held;      ///< the rest, scored
+  std::vector<std::size_t> held_new;  ///< of those, the configurations new to the source
+  std::vector<MethodScores> scores;   ///< on `held`, as evaluate() scores
+  /// On `held_new` (empty where none is): on the other held-out rows the source's predictions
+  /// are in-sample, and the transfer looks better there than on a configuration new to it.
+  std::vector<MethodScores> scores_new;
+  bool memory_planned = false;  ///< carb's memory is the engine's plan on this machine
+};
+/// transfer_fit on `k` rows of `data` chosen by `choice` (seeded by options.seed), scored on
+/// the rest. k = 0, or k at least data's rows: fitted on all of them, none scored.
+[[nodiscard]] HeldOutTransfer transfer_held_out(const Predictor& source, const Dataset& data,
+                                                std::size_t k, TransferChoice choice,
+                                                const TransferOptions& options);
+
 /// How far a device is from a model's: per target, measured / predicted over some rows of it
 /// (calibration configurations of different sizes, or any measured rows).
 struct DeviceDistance {

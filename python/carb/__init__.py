@@ -268,7 +268,8 @@ class Model:
         self.path = path
         self.data = data
         #: After ``fit(source=...)``: per target, the correction chosen and why (``carb fit
-        #: --from``'s report); None otherwise.
+        #: --from``'s report), and with ``rows=K`` the held-out scores (``scores``,
+        #: ``scores_new_to_source``: DataFrames as :func:`evaluate`'s); None otherwise.
         self.transfer: Optional[Dict[str, Any]] = None
 
     @classmethod
@@ -494,13 +495,18 @@ def fit(data: Any = None, *, db: Optional[PathLike] = None, device: str = "",
         forest_trees: Optional[int] = None, fixed_rounds: Optional[int] = None,
         leave_low_batch_out: Optional[bool] = None,
         baselines: Optional[bool] = None, source: Optional["Model"] = None,
-        kernels: Any = None) -> Model:
+        rows: Optional[int] = None, choose: str = "spread", kernels: Any = None) -> Model:
     """Fits the CARB predictor (``carb fit``; docs/model.md).
 
     With ``source`` (a model of another device, or of the families it saw), the database's
     device is fitted from it and the database's rows (``carb fit --from``; docs/model.md,
     "Transfer"): ``seed``, ``coverage`` and ``threads`` apply, the model's ``transfer`` says
-    which correction each target got and why.
+    which correction each target got and why. ``rows=K`` fits it on K of the rows, chosen
+    ``choose="spread"`` over the source's predictions (what ``carb profile --transfer-for``
+    measures) or ``"random"``, seeded by ``seed``, and scores it on the rest (``carb fit --from
+    --rows K --choose``): ``transfer["scores"]`` on all of them,
+    ``transfer["scores_new_to_source"]`` on those new to the source (on the others its
+    predictions are in-sample).
 
     From a database: ``fit(db="runs.sqlite")`` (or ``fit("runs.sqlite")``), with ``device``,
     ``drift`` (auto, on, off) and ``instance`` as ``carb fit`` takes them. From a DataFrame of
@@ -545,13 +551,22 @@ def fit(data: Any = None, *, db: Optional[PathLike] = None, device: str = "",
         db, data = data, None
     if (db is None) == (data is None):
         raise _input_error("give either a database (db=) or a DataFrame")
+    if rows is not None and (source is None or isinstance(rows, bool) or
+                             not isinstance(rows, int) or rows < 1):
+        raise _input_error("rows= takes a positive number of rows, and goes with source=", "rows")
     if source is not None:
         if db is None:
             raise _input_error("a transfer (source=) fits a database's device: give db=",
                                "source")
         handle, transfer, info = _carb.transfer_store(
             source._handle, _os.fspath(db), device, drift, instance,
-            options.seed, options.coverage, options.threads)
+            options.seed, options.coverage, options.threads, rows or 0, choose)
+        if rows is not None and rows >= info["rows"]:
+            _warnings.warn(f"rows={rows} but the database holds {info['rows']} measured "
+                           f"configurations of {info['device']}: fitted on all of them, none "
+                           "left to score", stacklevel=2)
+        for name in ("scores", "scores_new_to_source"):
+            transfer[name] = pd.DataFrame(transfer[name], columns=_SCORE_COLUMNS)
         model = Model(handle, data=info)
         model.transfer = transfer
         if output is not None:

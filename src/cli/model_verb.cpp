@@ -219,9 +219,8 @@ void run_transfer(const FitCommand& command) {
   if (!command.options.hold_out.empty()) {
     throw Error(ErrorCategory::kUsage, "--hold-out fits from scratch: it does not go with --from");
   }
-  if (command.choose != "spread" && command.choose != "random") {
-    throw Error(ErrorCategory::kUsage, "--choose must be spread or random");
-  }
+  const std::optional<TransferChoice> choice = parse_transfer_choice(command.choose);
+  if (!choice) throw Error(ErrorCategory::kUsage, "--choose must be spread or random");
   const Format format = parse_format(command.format);
   const Predictor source = Predictor::load(command.from);
   if (source.schema() != kArchitectureSchema) {
@@ -236,49 +235,21 @@ void run_transfer(const FitCommand& command) {
   }
   print_drift(data, drift_mode(command.data.drift));
   print_instances(data);
-  std::vector<std::size_t> train(data.rows()), held;
-  std::iota(train.begin(), train.end(), 0);
-  const std::vector<bool> known = known_to(source, data.ids);
-  if (command.rows > 0) {
-    if (command.rows >= data.rows()) {
-      std::cerr << "note: --rows " << command.rows << " but the database holds " << data.rows()
-                << " measured configurations of " << data.device_name
-                << ": fitting on all of them, none left to score\n";
-    } else {
-      train = command.choose == "random"
-                  ? choose_random_rows(data.rows(), command.rows, command.options.seed)
-                  : choose_transfer_rows(source, data.x.data(), data.rows(), data.batch.data(),
-                                         command.rows, command.options.seed);
-      std::vector<bool> taken(data.rows(), false);
-      for (std::size_t i : train) taken[i] = true;
-      for (std::size_t i = 0; i < data.rows(); ++i) {
-        if (!taken[i]) held.push_back(i);
-      }
-    }
+  if (command.rows > 0 && command.rows >= data.rows()) {
+    std::cerr << "note: --rows " << command.rows << " but the database holds " << data.rows()
+              << " measured configurations of " << data.device_name
+              << ": fitting on all of them, none left to score\n";
   }
-  std::cerr << "distance from " << command.from << "'s device, measured / predicted: "
-            << distance_text(device_distance(source, subset(data, train))) << "\n";
   TransferOptions options;
   options.seed = command.options.seed;
   options.coverage = command.options.coverage;
   options.threads = command.options.threads;
-  TransferReport report;
-  const Predictor model = transfer_fit(source, subset(data, train), options, &report);
+  const HeldOutTransfer fit = transfer_held_out(source, data, command.rows, *choice, options);
+  const TransferReport& report = fit.report;
+  const Predictor& model = fit.model;
+  std::cerr << "distance from " << command.from << "'s device, measured / predicted: "
+            << distance_text(device_distance(source, subset(data, fit.fitted))) << "\n";
   model.save(command.output);
-  std::vector<MethodScores> scores;
-  std::string no_plan;
-  const std::unique_ptr<EngineMemoryPlanner> planner =
-      held.empty() ? nullptr : EngineMemoryPlanner::for_model(model, &no_plan);
-  if (!held.empty()) scores = evaluate(model, subset(data, held), planner.get());
-  // The held-out rows new to the source apart: on the others its predictions are in-sample.
-  std::vector<std::size_t> held_new;
-  for (std::size_t i : held) {
-    if (!known[i]) held_new.push_back(i);
-  }
-  std::vector<MethodScores> scores_new;
-  if (!held_new.empty()) {
-    scores_new = evaluate(model, subset(data, held_new), planner.get());
-  }
   if (format == Format::kJson) {
     nlohmann::json targets = nlohmann::json::array();
     for (const TransferTargetReport& target : report.targets) {
@@ -296,22 +267,22 @@ void run_transfer(const FitCommand& command) {
     std::cout << nlohmann::json{{"model", command.output},
                                 {"source", report.source_device},
                                 {"device", data.device_name + " (" + data.device_fingerprint + ")"},
-                                {"rows", train.size()},
-                                {"scored_rows", held.size()},
+                                {"rows", fit.fitted.size()},
+                                {"scored_rows", fit.held.size()},
                                 {"targets", targets},
                                 {"notes", report.notes},
-                                {"scores", scores_json(scores)},
-                                {"scored_rows_new_to_source", held_new.size()},
-                                {"scores_new_to_source", scores_json(scores_new)}}
+                                {"scores", scores_json(fit.scores)},
+                                {"scored_rows_new_to_source", fit.held_new.size()},
+                                {"scores_new_to_source", scores_json(fit.scores_new)}}
                      .dump(1)
               << "\n";
     return;
   }
   std::cerr << "transferred " << source.device_name() << " -> " << data.device_name << " on "
-            << train.size() << " rows"
-            << (command.rows > 0 && !held.empty()
+            << fit.fitted.size() << " rows"
+            << (command.rows > 0 && !fit.held.empty()
                     ? " (chosen " +
-                          std::string(command.choose == "random"
+                          std::string(*choice == TransferChoice::kRandom
                                           ? "at random"
                                           : "spread over the source's predictions") +
                           ", seed " + std::to_string(command.options.seed) + ")"
@@ -334,22 +305,23 @@ void run_transfer(const FitCommand& command) {
     }
     std::cerr << "\n";
   }
-  if (!held.empty()) {
-    std::cerr << "scored on the other " << held.size() << " rows (" << 100 * options.coverage
+  if (!fit.held.empty()) {
+    std::cerr << "scored on the other " << fit.held.size() << " rows (" << 100 * options.coverage
               << "% intervals; source = no transfer, scale = one global factor"
-              << (planner ? "; carb's memory is the engine's plan here, memory-model the model's"
-                          : "")
+              << (fit.memory_planned
+                      ? "; carb's memory is the engine's plan here, memory-model the model's"
+                      : "")
               << "):\n";
-    print_scores(scores, model, format);
+    print_scores(fit.scores, model, format);
   }
-  if (!scores_new.empty() && held_new.size() < held.size()) {
-    std::cerr << "of them, the " << held_new.size() << " configurations " << command.from
+  if (!fit.scores_new.empty() && fit.held_new.size() < fit.held.size()) {
+    std::cerr << "of them, the " << fit.held_new.size() << " configurations " << command.from
               << "'s data does not have (on the others its predictions are in-sample)";
     if (format == Format::kCsv) {  // one table per stream
       std::cerr << ": in --format json (scores_new_to_source) or table\n";
     } else {
       std::cerr << ":\n";
-      print_scores(scores_new, model, format);
+      print_scores(fit.scores_new, model, format);
     }
   }
   std::cerr << "wrote " << command.output << "\n";

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cmath>
 #include <map>
+#include <memory>
 #include <numeric>
 #include <random>
 #include <sstream>
@@ -1465,4 +1466,42 @@ std::vector<std::size_t> choose_random_rows(std::size_t rows, std::size_t k, std
   return order;
 }
 
+std::optional<TransferChoice> parse_transfer_choice(std::string_view text) {
+  if (text == "spread") return TransferChoice::kSpread;
+  if (text == "random") return TransferChoice::kRandom;
+  return std::nullopt;
+}
+
+HeldOutTransfer transfer_held_out(const Predictor& source, const Dataset& data, std::size_t k,
+                                  TransferChoice choice, const TransferOptions& options) {
+  std::vector<std::size_t> fitted(data.rows()), held;
+  std::iota(fitted.begin(), fitted.end(), 0);
+  if (k > 0 && k < data.rows()) {
+    fitted = choice == TransferChoice::kRandom
+                 ? choose_random_rows(data.rows(), k, options.seed)
+                 : choose_transfer_rows(source, data.x.data(), data.rows(), data.batch.data(), k,
+                                        options.seed);
+    std::vector<bool> taken(data.rows(), false);
+    for (std::size_t i : fitted) taken[i] = true;
+    for (std::size_t i = 0; i < data.rows(); ++i) {
+      if (!taken[i]) held.push_back(i);
+    }
+  }
+  TransferReport report;
+  Predictor model = transfer_fit(source, subset(data, fitted), options, &report);
+  std::vector<std::size_t> held_new;
+  const std::vector<bool> known = known_to(source, data.ids);
+  for (std::size_t i : held) {
+    if (!known[i]) held_new.push_back(i);
+  }
+  std::vector<MethodScores> scores, scores_new;
+  std::string no_plan;
+  const std::unique_ptr<EngineMemoryPlanner> planner =
+      held.empty() ? nullptr : EngineMemoryPlanner::for_model(model, &no_plan);
+  if (!held.empty()) scores = evaluate(model, subset(data, held), planner.get());
+  if (!held_new.empty()) scores_new = evaluate(model, subset(data, held_new), planner.get());
+  return HeldOutTransfer{std::move(model),      std::move(report),   std::move(fitted),
+                         std::move(held),       std::move(held_new), std::move(scores),
+                         std::move(scores_new), planner != nullptr};
+}
 }  // namespace carb

@@ -134,6 +134,51 @@ TEST_F(Transfer, SixteenChosenRowsBeatNoTransferAndOneFactorWithIntervalsThatCov
   EXPECT_GT(*memory.coverage, 75.0);
 }
 
+// carb fit --from --rows and carb.fit(rows=) in one place: K rows chosen, the rest scored, those
+// new to the source apart.
+TEST_F(Transfer, HeldOutTransferFitsOnTheChosenRowsAndScoresTheRest) {
+  // 160 rows, half of them new to the source (fitted on every 4th); fewer than a refit needs.
+  const Dataset pool = subset(*intel, every(intel->rows(), 10));
+  TransferOptions options;
+  options.threads = 1;
+  options.seed = 2;
+  for (const TransferChoice choice : {TransferChoice::kSpread, TransferChoice::kRandom}) {
+    const HeldOutTransfer fit = transfer_held_out(*source, pool, 16, choice, options);
+    EXPECT_EQ(fit.fitted, choice == TransferChoice::kSpread
+                              ? choose_transfer_rows(*source, pool.x.data(), pool.rows(),
+                                                     pool.batch.data(), 16, 2)
+                              : choose_random_rows(pool.rows(), 16, 2));
+    ASSERT_EQ(fit.held.size(), pool.rows() - 16);
+    for (std::size_t i : fit.held) {
+      EXPECT_FALSE(std::binary_search(fit.fitted.begin(), fit.fitted.end(), i));
+    }
+    const std::vector<bool> known = known_to(*source, pool.ids);
+    std::vector<std::size_t> held_new;
+    for (std::size_t i : fit.held) {
+      if (!known[i]) held_new.push_back(i);
+    }
+    EXPECT_EQ(fit.held_new, held_new);
+    EXPECT_GT(held_new.size(), 60u);
+    EXPECT_LT(held_new.size(), fit.held.size());
+    EXPECT_EQ(fit.report.targets[2].rows, 16u);
+    const Metrics& all = carb_scores(fit.scores, "latency");
+    const Metrics& fresh = carb_scores(fit.scores_new, "latency");
+    EXPECT_EQ(all.n, fit.held.size());
+    EXPECT_EQ(fresh.n, held_new.size());
+    EXPECT_EQ(all.mape, carb_scores(evaluate(fit.model, subset(pool, fit.held)), "latency").mape);
+    EXPECT_LT(all.mape, 15.0);
+  }
+  EXPECT_EQ(parse_transfer_choice("random"), TransferChoice::kRandom);
+  EXPECT_EQ(parse_transfer_choice("best"), std::nullopt);
+  // No K, or K at least the rows: fitted on all of them, none scored.
+  for (const std::size_t k : {std::size_t{0}, pool.rows()}) {
+    const HeldOutTransfer all =
+        transfer_held_out(*source, pool, k, TransferChoice::kSpread, options);
+    EXPECT_EQ(all.fitted.size(), pool.rows());
+    EXPECT_TRUE(all.held.empty() && all.scores.empty() && all.scores_new.empty());
+  }
+}
+
 TEST_F(Transfer, OneWildRowAmongSixteenDoesNotWidenTheIntervals) {
   const std::vector<std::size_t> chosen =
       choose_transfer_rows(*source, intel->x.data(), intel->rows(), intel->batch.data(), 16, 1);

@@ -173,16 +173,23 @@ def test_a_models_properties_are_its_files(cli_model):
     assert "AMD EPYC" in repr(model)
 
 
-def test_a_transfer_is_carb_fit_from(reference_db, cli_model, tmp_path):
-    """fit(source=...) is `carb fit --from`: the same model file, and the same choice and why."""
+def _first_configurations(reference_db, tmp_path, count):
+    """A copy of the reference campaign with only its first `count` configurations' rows."""
     import sqlite3
     import shutil
     few = tmp_path / "few.sqlite"
     shutil.copy(reference_db, few)
-    with sqlite3.connect(few) as db:  # 40 configurations of the campaign: a quick transfer
+    with sqlite3.connect(few) as db:
         db.execute("PRAGMA foreign_keys = ON")
         db.execute("DELETE FROM measurements WHERE configuration_key NOT IN (SELECT DISTINCT "
-                   "configuration_key FROM measurements ORDER BY configuration_key LIMIT 40)")
+                   "configuration_key FROM measurements ORDER BY configuration_key LIMIT ?)",
+                   (count,))
+    return few
+
+
+def test_a_transfer_is_carb_fit_from(reference_db, cli_model, tmp_path):
+    """fit(source=...) is `carb fit --from`: the same model file, and the same choice and why."""
+    few = _first_configurations(reference_db, tmp_path, 40)  # a quick transfer
     cli_file = tmp_path / "cli-transfer.json"
     cli = cli_json("fit", "--from", cli_model, "--db", few, "-o", cli_file, "--threads", "1",
                    "--drift", "off", "--format", "json")
@@ -204,16 +211,49 @@ def test_a_transfer_is_carb_fit_from(reference_db, cli_model, tmp_path):
     assert raised.value.subject == "source"
 
 
+def test_a_held_out_transfer_is_carb_fit_from_rows(reference_db, cli_model, tmp_path):
+    """fit(source=..., rows=K, choose=...) is `carb fit --from --rows K --choose`: the same K
+    rows, the same model and the same scores of the rest, to the bit."""
+    few = _first_configurations(reference_db, tmp_path, 40)  # a quick transfer
+    source = carb.load_model(cli_model)
+    for choose in ("spread", "random"):
+        cli_file = tmp_path / f"cli-{choose}.json"
+        cli = cli_json("fit", "--from", cli_model, "--db", few, "-o", cli_file, "--threads", "1",
+                       "--drift", "off", "--rows", "12", "--seed", "3", "--choose", choose,
+                       "--format", "json")
+        model = carb.fit(db=few, source=source, drift="off", threads=1, rows=12, seed=3,
+                         choose=choose)
+        theirs = carb.load_model(cli_file)
+        assert model.fitted_keys == theirs.fitted_keys and len(model.fitted_keys) == 12
+        assert model.transfer["rows"] == cli["rows"] == 12
+        assert model.transfer["scored_rows"] == cli["scored_rows"] == 28
+        frame = model.transfer["scores"]
+        assert len(frame) == len(cli["scores"]) >= 2
+        for (_, ours), cells in zip(frame.iterrows(), cli["scores"]):
+            assert (ours["target"], ours["method"], ours["n"]) == \
+                (cells["target"], cells["method"], cells["n"])
+            assert ours["mape_pct"] == cells["mape"] and ours["spearman"] == cells["spearman"]
+        # The source was fitted on every one of these configurations: none is new to it.
+        assert model.transfer["scored_rows_new_to_source"] == 0
+        assert cli["scored_rows_new_to_source"] == 0
+        assert model.transfer["scores_new_to_source"].empty
+        pd.testing.assert_frame_equal(model.predict(KEYS), theirs.predict(KEYS))
+    spread = carb.fit(db=few, source=source, drift="off", threads=1, rows=12, seed=3)
+    assert spread.fitted_keys != model.fitted_keys  # the default choice is spread, not random
+    # More rows than measured: all of them, none scored, and a warning says so.
+    with pytest.warns(UserWarning, match="rows=100 but the database holds 40"):
+        everything = carb.fit(db=few, source=source, drift="off", threads=1, rows=100)
+    assert everything.transfer["rows"] == 40 and everything.transfer["scores"].empty
+    for kwargs, subject in (({"rows": 12}, "rows"), ({"source": source, "rows": 0}, "rows"),
+                            ({"source": source, "rows": 12, "choose": "best"}, "choose")):
+        with pytest.raises(carb.InputError) as raised:
+            carb.fit(db=few, drift="off", **kwargs)
+        assert raised.value.subject == subject
+
+
 def test_evaluate_is_carb_evaluate(reference_db, cli_model, tmp_path):
     """evaluate() scores what `carb evaluate --db` scores, to the bit, and says what it scored."""
-    import sqlite3
-    import shutil
-    few = tmp_path / "few.sqlite"
-    shutil.copy(reference_db, few)
-    with sqlite3.connect(few) as db:  # 40 configurations: a quick evaluation
-        db.execute("PRAGMA foreign_keys = ON")
-        db.execute("DELETE FROM measurements WHERE configuration_key NOT IN (SELECT DISTINCT "
-                   "configuration_key FROM measurements ORDER BY configuration_key LIMIT 40)")
+    few = _first_configurations(reference_db, tmp_path, 40)  # a quick evaluation
     cli = cli_json("evaluate", "--model", cli_model, "--db", few, "--format", "json")
     frame = carb.evaluate(carb.load_model(cli_model), few)
     assert len(frame) == len(cli["scores"]) and len(frame) >= 2
