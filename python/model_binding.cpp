@@ -455,6 +455,19 @@ void bind_model(py::module_& m) {
       py::arg("model"), py::arg("db"), py::arg("device"), py::arg("drift"), py::arg("instance"));
 
   m.def(
+      "evaluate_table",
+      [](const ModelPtr& model, const std::vector<std::string>& header,
+         const std::vector<std::vector<std::string>>& cells, const std::string& path,
+         const std::string& batch_column) {
+        const Dataset data = table_dataset_for(*model, table_of(header, cells, path), batch_column);
+        const std::vector<MethodScores> scores =
+            without_gil([&] { return evaluate(*model, data, nullptr); });
+        return py::make_tuple(scores_list(scores), dataset_dict(data));
+      },
+      py::arg("model"), py::arg("header"), py::arg("rows"), py::arg("path"),
+      py::arg("batch_column"));
+
+  m.def(
       "fit_measured",
       [](const std::vector<std::string>& keys, const std::vector<double>& latency_ms,
          const std::vector<double>& memory_bytes, const std::vector<double>& energy_j,

@@ -701,6 +701,13 @@ std::size_t plan_memory(const Predictor& model, const std::vector<Config>& confi
 /// file:line:column on a cell that is not a finite number, or naming the columns the table has
 /// when it lacks one.
 FeatureRows table_feature_rows(const Predictor& model, const CsvTable& table);
+/// A table's rows to score a table model on (carb evaluate --table): its features read as
+/// table_feature_rows reads them, in the model's layout whatever span these rows have (a fit
+/// decides from its rows' span which columns go through log1p), its targets from the columns
+/// the model was fitted on, batch sizes from `batch_column` (or 0). Throws carb::Error (input)
+/// as dataset_from_table does, and when `model` was not fitted on a table.
+[[nodiscard]] Dataset table_dataset_for(const Predictor& model, const CsvTable& table,
+                                        const std::string& batch_column = "");
 
 /// Fits a kernel model on dataset_from_kernels' data: the ensemble on every kernel, and whole-pass
 /// intervals from a first fit without a fifth of the architectures (chosen by the seed), whose

@@ -594,10 +594,15 @@ def fit(data: Any = None, *, db: Optional[PathLike] = None, device: str = "",
     return model
 
 
-def evaluate(model: Model, db: PathLike, *, device: str = "", drift: str = "auto",
-             instance: str = "") -> pd.DataFrame:
+def evaluate(model: Model, data: Any, *, device: str = "", drift: str = "auto",
+             instance: str = "", batch_column: str = "") -> pd.DataFrame:
     """Scores a model on a database's measurements, as ``carb evaluate --db`` does: one row per
     target and method (carb, then each member alone).
+
+    A model fitted on a table is scored on a DataFrame holding the columns it was fitted on, as
+    ``carb evaluate --table`` does: its features read in the model's layout whatever span these
+    rows have, its targets from their columns, batch sizes from ``batch_column`` as ``fit`` took
+    it. ``attrs`` then holds ``data`` alone.
 
     The rows are ``device``'s, or, where it is empty, the model's own device when the database
     has it, else the database's only device (a transfer evaluation: R², Spearman and slope say
@@ -609,7 +614,17 @@ def evaluate(model: Model, db: PathLike, *, device: str = "", drift: str = "auto
     ``distance`` (per target, the geometric mean of measured / predicted and its range) and
     ``data`` (rows, device, drift correction, host instances). On its own device the model may
     have been fitted on some of the rows: its ``scores`` (the test split) are the honest ones."""
-    result, info = _carb.evaluate_store(model._handle, _os.fspath(db), device, drift, instance)
+    if isinstance(data, pd.DataFrame):
+        header, rows = _cells(data)
+        scores, info = _carb.evaluate_table(model._handle, header, rows, "<DataFrame>",
+                                            batch_column)
+        frame = pd.DataFrame(scores, columns=_SCORE_COLUMNS)
+        frame.attrs["data"] = info
+        return frame
+    if not isinstance(data, (str, _os.PathLike)):
+        raise _input_error("evaluate takes a database path or, for a table's model, a DataFrame",
+                           "data")
+    result, info = _carb.evaluate_store(model._handle, _os.fspath(data), device, drift, instance)
     frame = pd.DataFrame(result["scores"], columns=_SCORE_COLUMNS)
     frame.attrs.update({"same_fingerprint": result["same_fingerprint"],
                         "memory_planned": result["memory_planned"],

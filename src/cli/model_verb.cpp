@@ -536,6 +536,35 @@ struct EvaluateCommand {
   std::string format = "table";
 };
 
+// evaluate --table reads the columns a table model was fitted on; --features and --target, where
+// given, must name them (a feature "log_NAME" is column NAME through log1p, or "log_NAME").
+void check_table_columns(const Predictor& model, const std::string& path,
+                         const DataOptions& options) {
+  const std::vector<std::string> features = split_list(options.features);
+  const std::vector<std::string>& names = model.feature_names();
+  bool same = features.empty() || features.size() == names.size();
+  for (std::size_t f = 0; same && f < features.size(); ++f) {
+    same = features[f] == names[f] || "log_" + features[f] == names[f];
+  }
+  same = same && (options.targets.empty() || options.targets.size() == model.targets().size());
+  for (std::size_t t = 0; same && t < options.targets.size(); ++t) {
+    const TargetInfo given = parse_table_target(options.targets[t]);
+    same = given.name == model.targets()[t].name && given.source == model.targets()[t].source;
+  }
+  if (!same) {
+    std::string fitted;
+    for (const std::string& name : names) fitted += (fitted.empty() ? "" : ",") + name;
+    fitted += " and targets ";
+    for (std::size_t t = 0; t < model.targets().size(); ++t) {
+      const TargetInfo& target = model.targets()[t];
+      fitted += (t == 0 ? "" : ",") + target.name + "=" + target.source;
+    }
+    throw Error(ErrorCategory::kInput, path + " was fitted on features " + fitted +
+                                           ": --features and --target may be left out, and "
+                                           "where given must name those");
+  }
+}
+
 void run_evaluate(EvaluateCommand& command) {
   const Predictor predictor = Predictor::load(command.model);
   const Format format = parse_format(command.format);
@@ -544,11 +573,11 @@ void run_evaluate(EvaluateCommand& command) {
                 command.model + " was fitted on a table, not on carb measurements");
   }
   if (!command.data.table.empty()) {
-    // A table model reads the same columns it was fitted on.
-    if (command.data.features.empty() || command.data.targets.empty()) {
-      throw Error(ErrorCategory::kUsage,
-                  "--table needs the --features and --target the model was fitted with");
+    if (predictor.schema() != "table") {
+      throw Error(ErrorCategory::kInput,
+                  command.model + " was fitted on carb measurements, not on a table");
     }
+    check_table_columns(predictor, command.model, command.data);
   }
   // auto: as the model was fitted; the rows evaluation_dataset chooses from a database.
   DriftMode drift = drift_mode(command.data.drift);
@@ -558,6 +587,9 @@ void run_evaluate(EvaluateCommand& command) {
     check_data_options(command.data);
     data = evaluation_dataset(predictor, Store::open(command.data.db), command.data.device, drift,
                               command.data.instance);
+  } else if (!command.data.table.empty()) {
+    check_data_options(command.data);
+    data = table_dataset_for(predictor, read_csv(command.data.table), command.data.batch_column);
   } else {
     DataOptions options = command.data;
     options.drift = drift == DriftMode::kOff ? "off" : command.data.drift;

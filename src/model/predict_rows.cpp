@@ -23,14 +23,23 @@ std::size_t plan_memory(const Predictor& model, const std::vector<Config>& confi
   return planned;
 }
 
+namespace {
+
+// Whether a table model's feature `name` is a column of `table` through log1p: "log_" marks one,
+// unless the table has a column of that name itself.
+bool logged_column(const std::string& name, const CsvTable& table) {
+  return name.rfind("log_", 0) == 0 &&
+         std::find(table.header.begin(), table.header.end(), name) == table.header.end();
+}
+
+}  // namespace
+
 FeatureRows table_feature_rows(const Predictor& model, const CsvTable& table) {
-  // The model's features by their column names ("log_" marks a log1p column).
+  // The model's features by their column names.
   std::vector<std::size_t> columns;
   std::vector<bool> logged;
   for (const std::string& name : model.feature_names()) {
-    const bool log =
-        name.rfind("log_", 0) == 0 &&
-        std::find(table.header.begin(), table.header.end(), name) == table.header.end();
+    const bool log = logged_column(name, table);
     logged.push_back(log);
     columns.push_back(table.column(log ? name.substr(4) : name));
   }
@@ -50,6 +59,25 @@ FeatureRows table_feature_rows(const Predictor& model, const CsvTable& table) {
     rows.batch.push_back(0);
   }
   return rows;
+}
+
+Dataset table_dataset_for(const Predictor& model, const CsvTable& table,
+                          const std::string& batch_column) {
+  if (model.schema() != "table") {
+    throw Error(ErrorCategory::kInput, "the model was fitted on carb measurements, not on a table");
+  }
+  TableSpec spec;
+  for (const std::string& name : model.feature_names()) {
+    spec.features.push_back(logged_column(name, table) ? name.substr(4) : name);
+  }
+  spec.targets = model.targets();
+  spec.batch_column = batch_column;
+  // The targets, row names and batch sizes as a fit reads them; the features in the model's
+  // layout, whatever span these rows have.
+  Dataset data = dataset_from_table(table, spec);
+  data.x = table_feature_rows(model, table).x;
+  data.feature_names = model.feature_names();
+  return data;
 }
 
 }  // namespace carb

@@ -264,6 +264,30 @@ TEST_F(ModelCli, BadModelFilesAreOneLineAndExitTwo) {
   result = run("predict --model " + table_model + " --table " + table + " --format csv");
   EXPECT_EQ(result.exit_code, 0) << result.out;
   EXPECT_EQ(lines(result.out), 61);
+  // evaluate --table reads the columns the model was fitted on, in its layout: x spans 1-60
+  // there (log_x), 40-60 here; --features and --target may be left out.
+  const std::string narrow = testing::TempDir() + "model-cli-narrow.csv";
+  {
+    std::ofstream csv(narrow);
+    csv << "x,y\n";
+    for (int i = 40; i <= 60; ++i) csv << i << "," << 3 * i + (i % 7) << "\n";
+  }
+  result = run("evaluate --model " + table_model + " --table " + narrow + " --format csv");
+  EXPECT_EQ(result.exit_code, 0) << result.out;
+  EXPECT_NE(result.out.find("y,carb,21,"), std::string::npos) << result.out;
+  EXPECT_EQ(
+      run("evaluate --model " + table_model + " --table " + narrow + " --features x --target y")
+          .exit_code,
+      0);
+  result = run("evaluate --model " + table_model + " --table " + narrow + " --features z");
+  EXPECT_EQ(result.exit_code, 2);
+  EXPECT_EQ(lines(result.out), 1) << result.out;
+  EXPECT_NE(result.out.find("was fitted on features log_x and targets y=y"), std::string::npos)
+      << result.out;
+  result = run("evaluate --model " + model + " --table " + narrow);
+  EXPECT_EQ(result.exit_code, 2);
+  EXPECT_NE(result.out.find("was fitted on carb measurements, not on a table"), std::string::npos)
+      << result.out;
 }
 
 TEST_F(ModelCli, ScreensToAParetoShortlistAndValidatesItOnMeasurements) {

@@ -241,6 +241,33 @@ TEST_F(Fitted, PredictionsCarryTheirIntervals) {
   }
 }
 
+// A fit decides from its rows' span which columns go through log1p (b spans 1-128: log_b). Rows
+// of a narrower span are scored in the model's layout all the same: dataset_from_table would
+// not log b there, and their feature schema would differ from the model's.
+TEST_F(Fitted, ScoresATableOfANarrowerSpanInTheModelsLayout) {
+  std::istringstream all(known_table(400, 9));
+  std::string line, narrow;
+  std::getline(all, line);
+  narrow = line + "\n";
+  while (std::getline(all, line)) {
+    const std::string b =
+        line.substr(line.find(',') + 1, line.find(',', line.find(',') + 1) - line.find(',') - 1);
+    if (b == "8" || b == "16") narrow += line + "\n";
+  }
+  const CsvTable table = parse_csv(narrow, "narrow.csv");
+  ASSERT_GT(table.rows.size(), 50u);
+  ASSERT_NE(dataset_from_table(table, known_spec()).feature_names, predictor->feature_names());
+  const Dataset rows = table_dataset_for(*predictor, table, "batch");
+  EXPECT_EQ(rows.feature_names, predictor->feature_names());
+  EXPECT_EQ(rows.x, table_feature_rows(*predictor, table).x);
+  ASSERT_EQ(rows.y.size(), 2u);
+  EXPECT_EQ(rows.y[0].size(), table.rows.size());
+  EXPECT_EQ(rows.batch, dataset_from_table(table, known_spec()).batch);
+  const auto scores = evaluate(*predictor, rows);
+  EXPECT_LT(scores_of(scores, "carb", "memory").mape, 5.0);
+  EXPECT_LT(scores_of(scores, "carb", "latency").mape, 15.0);
+}
+
 TEST_F(Fitted, TheModelFileRoundTripsExactly) {
   const std::string path = temp_path("model.json");
   predictor->save(path);

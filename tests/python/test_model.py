@@ -124,7 +124,7 @@ def test_fit_from_a_dataframe_of_measurements_is_the_same_fit(reference_db):
     assert fewer.data["rows"] == int((rows["batch"] <= 8).sum())
 
 
-def test_a_table_model_from_a_dataframe_predicts_as_carb_predict_table(tmp_path):
+def test_a_table_model_from_a_dataframe_predicts_as_carb_predict_table(tmp_path, cli_model):
     rng = np.random.default_rng(3)
     a = rng.uniform(1, 100, 300)
     b = rng.uniform(0, 1, 300)
@@ -151,6 +151,26 @@ def test_a_table_model_from_a_dataframe_predicts_as_carb_predict_table(tmp_path)
         model.predict(bad)
     with pytest.raises(carb.InputError, match="predict from a DataFrame"):
         model.predict(KEYS)
+    # Scored on rows of a narrower span (a from 40 to 60: not log1p there), in the model's layout,
+    # as carb evaluate --table scores them.
+    narrow = table[(table.a > 40) & (table.a < 60)]
+    narrow.to_csv(tmp_path / "narrow.csv", index=False)
+    theirs = cli_json("evaluate", "--model", tmp_path / "cli.json", "--table",
+                      tmp_path / "narrow.csv", "--format", "json")
+    ours = carb.evaluate(carb.load_model(tmp_path / "cli.json"), narrow)
+    assert len(ours) == len(theirs["scores"]) >= 1
+    for (_, row), cells in zip(ours.iterrows(), theirs["scores"]):
+        assert (row["target"], row["method"], row["n"]) == \
+            (cells["target"], cells["method"], cells["n"])
+        assert row["mape_pct"] == cells["mape"]
+        assert row["coverage_pct"] == cells["coverage"] if cells["coverage"] is not None else \
+            math.isnan(row["coverage_pct"])
+    assert ours.attrs["data"]["rows"] == len(narrow)
+    assert ours[ours.method == "carb"].iloc[0]["mape_pct"] < 10
+    with pytest.raises(carb.InputError, match="fitted on carb measurements, not on a table"):
+        carb.evaluate(carb.load_model(cli_model), narrow)
+    with pytest.raises(carb.InputError, match="no column 'b'|'b'"):
+        carb.evaluate(model, narrow[["a", "y"]])
 
 
 def test_a_models_properties_are_its_files(cli_model):
