@@ -226,7 +226,8 @@ TEST_F(Transfer, IntervalsComeFromTheChoiceCrossValidatedWhole) {
     EXPECT_EQ(latency.method, "feature-ridge") << seed << ": " << latency.why;
     EXPECT_NE(latency.interval.find("of the choice cross-validated whole"), std::string::npos)
         << latency.interval;
-    const Metrics& scored = carb_scores(evaluate(model, subset(*intel, rest)), "latency");
+    const std::vector<MethodScores> scores = evaluate(model, subset(*intel, rest));
+    const Metrics& scored = carb_scores(scores, "latency");
     ASSERT_TRUE(scored.coverage.has_value());
     coverage += *scored.coverage / 4;
   }
