@@ -542,7 +542,8 @@ struct TransferTargetReport {
   std::vector<std::pair<std::string, double>> cv_mape;
   std::size_t rows = 0;   ///< target rows fitted on
   std::size_t folds = 0;  ///< cross-validation folds
-  std::string interval;   ///< "cross-conformal", or "student-t" (robust, pooled: too few rows)
+  std::string interval;   ///< "cross-conformal", or "student-t" (robust; pooled with the source's
+                          ///< spread where it holds: too few rows)
   double half_width = 0;  ///< natural-log half-width of the intervals
   /// The same for configurations the source's data does not have: from the same out-of-fold
   /// fits applied to the source's out-of-sample predictions of the rows it has

@@ -117,6 +117,19 @@ TEST(Normal, DistributionAndQuantile) {
   EXPECT_NEAR(normal_quantile(0.99), 2.3263478740408408, 1e-13);
 }
 
+// Wilson-Hilferty against the exact chi-square quantiles at 0.95 (R's qchisq(0.95, df) / df).
+TEST(ChiSquare, MeanQuantileIsWithinHalfAPercentFromFourDegreesOn) {
+  const std::vector<std::pair<double, double>> exact = {
+      {4, 9.487729 / 4}, {8, 15.507313 / 8}, {16, 26.296228 / 16}, {39, 54.572228 / 39}};
+  for (const auto& [df, quantile] : exact) {
+    EXPECT_NEAR(chi_square_mean_quantile(0.95, df) / quantile, 1.0, 0.005) << df;
+  }
+  // One degree is 2.5% low: the approximation is for the rows a transfer has (8 and more).
+  EXPECT_LT(chi_square_mean_quantile(0.95, 1), 3.841459);
+  EXPECT_GT(chi_square_mean_quantile(0.95, 1), 3.841459 * 0.97);
+  EXPECT_LT(chi_square_mean_quantile(0.95, 16), chi_square_mean_quantile(0.95, 8));
+}
+
 TEST(Normal, BisectedQuantileAgreesToNearDoublePrecision) {
   EXPECT_NEAR(normal_quantile_bisected(0.975), 1.959963984540054, 1e-12);
   EXPECT_NEAR(normal_quantile_bisected(0.95), 1.6448536269514722, 1e-12);
