@@ -302,7 +302,9 @@ TEST_F(Screening, WhereThisMachineRunsTheEngineTheFrontsMemoryIsItsPlan) {
     ASSERT_TRUE(plan.has_value());
     const auto planned = static_cast<double>(plan->peak_bytes);
     EXPECT_EQ(result.predictions[0][i].value, planned) << c.key;
-    if (planned > budget.limit) EXPECT_FALSE(result.assessed[i].feasible) << c.key;
+    if (planned > budget.limit) {
+      EXPECT_FALSE(result.assessed[i].feasible) << c.key;
+    }
   }
   EXPECT_GT(deciding, 0U) << "the budget lies within some candidates' intervals";
   // Validate's classification plans the same rows (plan_deciding_memory), and only those.
