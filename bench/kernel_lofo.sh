@@ -9,7 +9,7 @@
 # every training set (bench/kernel_campaign.py: SYNTHETIC_MODELS random chains of every kernel
 # kind and activation, SYNTHETIC_CONFIGS of them at random resolutions and batches).
 #   bash bench/kernel_lofo.sh [out-dir (out/kernel-lofo)]
-# FIT_ARGS are further carb fit options (the kernel model's default prior is none). The kernel
+# FIT_ARGS are further carb fit options (a kernel model's default prior: additive). The kernel
 # timings in out-dir are reused when there (delete them to measure again). A quiet machine
 # matters: nothing else should run while the kernels are timed.
 set -euo pipefail

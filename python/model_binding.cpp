@@ -195,7 +195,6 @@ DriftMode drift_of(const std::string& text) {
 }  // namespace
 
 void bind_model(py::module_& m) {
-  m.attr("KERNEL_MODEL_PRIOR") = std::string(to_string(kKernelModelPrior));
   py::class_<FitOptions>(m, "FitOptions")
       .def(py::init<>())
       .def_readwrite("seed", &FitOptions::seed)

@@ -231,12 +231,6 @@ enum class PriorMode {
 std::string_view to_string(PriorMode mode);
 std::optional<PriorMode> parse_prior_mode(std::string_view text);
 
-/// The prior of a kernel model (fit_kernel_model) unless one is asked for: its trees fit the
-/// kernels' times alone, since a ridge base or the layer-cost prior did worse on families never
-/// seen (docs/benchmarks.md, "With a kernel campaign of its own"). `carb fit --kernels` and
-/// Python's fit(kernels=) both default to it.
-inline constexpr PriorMode kKernelModelPrior = PriorMode::kNone;
-
 /// The learners of a specialist ensemble.
 enum class LearnerKind { kDepthwise, kLeafwise, kForest, kRidge };
 std::string_view to_string(LearnerKind kind);

@@ -536,8 +536,6 @@ def fit(data: Any = None, *, db: Optional[PathLike] = None, device: str = "",
         if not given or len(paths) + len(frames) != len(given):
             raise _input_error("kernels takes carb.kernels DataFrames or carb kernels CSV files",
                                "kernels")
-        if prior is None:  # carb fit --kernels' default
-            options.prior = _carb.KERNEL_MODEL_PRIOR
         handle, report, info = _carb.fit_kernels(paths, frames, options, drift)
         model = Model(handle, data=info)
         kept = set(model.fit_report["notes"])

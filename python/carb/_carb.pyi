@@ -11,7 +11,6 @@ PRECISIONS: Tuple[str, str, str]
 LAYER_KINDS: List[str]
 SCALAR_FEATURES: List[str]
 DEFAULT_DRIFT_PROBE: str
-KERNEL_MODEL_PRIOR: str
 
 class InputError(ValueError):
     subject: str

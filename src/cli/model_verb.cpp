@@ -202,7 +202,7 @@ struct FitCommand {
   DataOptions data;
   std::string output;
   std::string format = "table";
-  std::string prior;  ///< empty: none for a kernel model, additive otherwise
+  std::string prior;  ///< empty: FitOptions' (additive)
   bool no_cascade = false;
   bool corrector = false;
   FitOptions options;
@@ -337,11 +337,9 @@ void run_fit(FitCommand& command) {
   if (!command.options.hold_out.empty() && command.options.leave_low_batch_out) {
     throw Error(ErrorCategory::kUsage, "--hold-out and --leave-low-batch-out: choose one");
   }
-  if (command.prior.empty()) {
-    command.options.prior = command.data.kernels.empty() ? FitOptions{}.prior : kKernelModelPrior;
-  } else if (const auto prior = parse_prior_mode(command.prior)) {
+  if (const auto prior = parse_prior_mode(command.prior)) {
     command.options.prior = *prior;
-  } else {
+  } else if (!command.prior.empty()) {
     throw Error(ErrorCategory::kUsage, "--prior must be none, member, base or additive");
   }
   command.options.cascade = !command.no_cascade;
@@ -671,8 +669,8 @@ void add_model_verbs(CLI::App& app) {
   fit_verb->add_option("--coverage", fit->options.coverage, "interval coverage (default 0.9)");
   fit_verb->add_option("--prior", fit->prior,
                        "base the trees correct: base (the ridge), additive (the layer-cost prior, "
-                       "for latency and energy; the default), member (a blend member), or none "
-                       "(the default with --kernels)");
+                       "for latency and energy and a kernel's latency; the default), member (a "
+                       "blend member), or none");
   fit_verb->add_flag("--no-cascade", fit->no_cascade, "fit each target on its own");
   fit_verb->add_flag("--corrector", fit->corrector,
                      "add the low-batch corrector (off: it did not pay, docs/model.md)");

@@ -384,9 +384,7 @@ double family_half_width(const Additive& additive, const float* x, std::size_t c
     for (std::size_t row : rows) {
       if (family[row] != name) others.push_back(row);
     }
-    Additive refit;
-    refit.columns = additive.columns;
-    refit.logged = additive.logged;
+    Additive refit = additive.terms();
     refit.fit(x, cols, others, linear);
     for (std::size_t row : left_out) {
       scored.emplace_back(std::abs(y[row] - refit.log_prediction(x + row * cols)),

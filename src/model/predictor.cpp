@@ -75,13 +75,19 @@ constexpr std::size_t kMinRows = 40;
 // reference campaign five took the fit from 12.6 s to 55.7 s.
 constexpr int kOutOfSampleFolds = 2;
 
-// Whether target `t` of `data` gets an additive layer-cost prior: latency and energy of an
-// architecture dataset (sums over layers; memory is a peak, not a sum).
-bool time_like(const Dataset& data, std::size_t t) {
-  return data.schema == kArchitectureSchema &&
-         (data.targets[t].name == "latency" || data.targets[t].name == "energy") &&
-         !Additive::columns_of(data.feature_names).empty();
+// The additive layer-cost prior's terms of target `t` of `data`: latency and energy of an
+// architecture dataset (sums over layers; memory is a peak, not a sum), and a kernel's latency
+// (a sum over its MACs and bytes); none otherwise.
+Additive time_like_terms(const Dataset& data, std::size_t t) {
+  if (data.schema == kKernelSchema) return Additive::kernel_columns_of(data.feature_names);
+  if (data.schema == kArchitectureSchema &&
+      (data.targets[t].name == "latency" || data.targets[t].name == "energy")) {
+    return Additive::columns_of(data.feature_names);
+  }
+  return {};
 }
+
+bool time_like(const Dataset& data, std::size_t t) { return !time_like_terms(data, t).empty(); }
 
 // The part (AdditivePart) an additive prior term of the latency or energy prior belongs to.
 AdditivePart additive_part_of(std::string_view name) {
@@ -202,9 +208,7 @@ std::vector<AdditiveParts> Predictor::additive_parts(const float* x, std::size_t
         model.additive.intercept / model.scale;
     for (std::size_t k = 0; k < model.additive.columns.size(); ++k) {
       const std::string& name = names[model.additive.columns[k]];
-      const double value = row[model.additive.columns[k]];
-      const double term =
-          model.additive.coef[k] * (model.additive.logged[k] ? std::expm1(value) : value);
+      const double term = model.additive.coef[k] * model.additive.input(k, row);
       part[static_cast<std::size_t>(additive_part_of(name))] += term / model.scale;
     }
     // The MAC terms' share of the MACs PyTorch runs off oneDNN moves to their part.
@@ -368,9 +372,9 @@ Predictor Predictor::fit(const Dataset& data, const FitOptions& options, FitRepo
         if (!is_layer_feature(data.feature_names[j])) shape.columns.push_back(j);
       }
     }
-    if (time_like(data, t)) {
-      shape.additive = Additive::columns_of(data.feature_names);
-    } else if (options.prior == PriorMode::kAdditive && data.schema == kArchitectureSchema) {
+    shape.additive = time_like_terms(data, t);
+    if (shape.additive.empty() && options.prior == PriorMode::kAdditive &&
+        data.schema == kArchitectureSchema) {
       shape.additive = Additive::memory_columns_of(data.feature_names);
     }
     if (!shape.additive.empty()) {

@@ -76,6 +76,7 @@ Additive Additive::columns_of(const std::vector<std::string>& names) {
     if (log_total || name.rfind("layers_", 0) == 0) {
       additive.columns.push_back(j);
       additive.logged.push_back(log_total);
+      additive.gates.push_back(kUngated);
     }
   }
   return additive;
@@ -90,6 +91,41 @@ Additive Additive::memory_columns_of(const std::vector<std::string>& names) {
     if (!column) continue;
     additive.columns.push_back(*column);
     additive.logged.push_back(true);
+    additive.gates.push_back(kUngated);
+  }
+  return additive;
+}
+
+Additive Additive::kernel_columns_of(const std::vector<std::string>& names) {
+  Additive additive;
+  // A table's column spanning 1.5 decades or more is in log1p space, named "log_..."
+  // (dataset_from_table).
+  std::vector<std::pair<std::size_t, bool>> sizes;  // column, logged
+  for (const std::string wanted : {"macs", "in_bytes", "out_bytes", "weight_bytes"}) {
+    if (const auto column = feature_column(names, wanted)) {
+      sizes.emplace_back(*column, false);
+    } else if (const auto logged = feature_column(names, "log_" + wanted)) {
+      sizes.emplace_back(*logged, true);
+    } else {
+      return additive;
+    }
+  }
+  // Every kind's, shared: what a kind with no rows of its own (or few) is priced by.
+  for (const auto& [size, logged] : sizes) {
+    additive.columns.push_back(size);
+    additive.logged.push_back(logged);
+    additive.gates.push_back(kUngated);
+  }
+  for (std::size_t j = 0; j < names.size(); ++j) {
+    if (names[j].rfind("is_", 0) != 0) continue;
+    for (const auto& [size, logged] : sizes) {
+      additive.columns.push_back(size);
+      additive.logged.push_back(logged);
+      additive.gates.push_back(j);
+    }
+    additive.columns.push_back(j);  // the kind's own cost per kernel
+    additive.logged.push_back(false);
+    additive.gates.push_back(kUngated);
   }
   return additive;
 }
@@ -102,9 +138,7 @@ void Additive::fit(const float* x, std::size_t cols, const std::vector<std::size
     const float* row = x + rows[r] * cols;
     const double weight = y[rows[r]] > 0 ? 1.0 / y[rows[r]] : 0.0;  // a zero adds nothing
     for (std::size_t c = 0; c < columns.size(); ++c) {
-      const double value = row[columns[c]];
-      a(static_cast<Eigen::Index>(r), static_cast<Eigen::Index>(c)) =
-          (logged[c] ? std::expm1(value) : value) * weight;
+      a(static_cast<Eigen::Index>(r), static_cast<Eigen::Index>(c)) = input(c, row) * weight;
     }
     a(static_cast<Eigen::Index>(r), static_cast<Eigen::Index>(k - 1)) = weight;
   }
@@ -115,6 +149,11 @@ void Additive::fit(const float* x, std::size_t cols, const std::vector<std::size
   }
   Eigen::MatrixXd gram = a.transpose() * a;
   gram.diagonal().array() += 1e-9;
+  // A gated term is a kind's own difference from the shared ones: ridged towards 0.
+  for (std::size_t c = 0; c < columns.size(); ++c) {
+    if (gates[c] != kUngated)
+      gram(static_cast<Eigen::Index>(c), static_cast<Eigen::Index>(c)) += kGatedRidge;
+  }
   const Eigen::VectorXd b = a.transpose() * Eigen::VectorXd::Ones(a.rows());
   Eigen::VectorXd w = Eigen::VectorXd::Zero(static_cast<Eigen::Index>(k));
   Eigen::VectorXd gradient = -b;  // gram * w - b
@@ -138,26 +177,46 @@ void Additive::fit(const float* x, std::size_t cols, const std::vector<std::size
   intercept = w(static_cast<Eigen::Index>(k - 1)) / norm(static_cast<Eigen::Index>(k - 1));
 }
 
+namespace {
+
+// A term's name in the model file: its column's, times its gate's ("macs*is_fc").
+std::string term_name(const Additive& additive, std::size_t k,
+                      const std::vector<std::string>& names) {
+  const std::string& name = names[additive.columns[k]];
+  return additive.gates[k] == Additive::kUngated ? name : name + "*" + names[additive.gates[k]];
+}
+
+}  // namespace
+
 json Additive::to_json(const std::vector<std::string>& names) const {
   json terms = json::object();
-  for (std::size_t c = 0; c < columns.size(); ++c) terms[names[columns[c]]] = coef[c];
+  for (std::size_t c = 0; c < columns.size(); ++c) terms[term_name(*this, c, names)] = coef[c];
   return {{"intercept", intercept}, {"coef", terms}};
 }
 
 Additive Additive::from_json(const json& j, const std::vector<std::string>& names) {
-  // The terms are those of columns_of (latency, energy) or memory_columns_of (memory).
-  Additive additive = columns_of(names);
+  // The terms are those of columns_of (latency, energy), memory_columns_of (memory) or
+  // kernel_columns_of (a kernel's latency).
   const json& terms = j.at("coef");
-  if (additive.columns.empty() || terms.size() != additive.columns.size() ||
-      !terms.contains(names[additive.columns[0]])) {
-    additive = memory_columns_of(names);
+  Additive additive;
+  for (const auto of : {&columns_of, &memory_columns_of, &kernel_columns_of}) {
+    additive = of(names);
+    if (!additive.empty() && terms.size() == additive.columns.size() &&
+        terms.contains(term_name(additive, 0, names))) {
+      break;
+    }
+    additive = Additive{};
   }
-  if (additive.columns.empty() || terms.size() != additive.columns.size()) {
+  if (additive.empty()) {
     throw std::invalid_argument("additive prior: its terms differ from the features");
   }
   j.at("intercept").get_to(additive.intercept);
   for (std::size_t c = 0; c < additive.columns.size(); ++c) {
-    additive.coef.push_back(terms.at(names[additive.columns[c]]).get<double>());
+    const std::string name = term_name(additive, c, names);
+    if (!terms.contains(name)) {
+      throw std::invalid_argument("additive prior: no term " + name);
+    }
+    additive.coef.push_back(terms.at(name).get<double>());
   }
   // The fit keeps every coefficient finite and >= 0; anything else is not a fitted prior.
   const auto fitted = [](double value) { return std::isfinite(value) && value >= 0; };

@@ -447,7 +447,9 @@ TEST(ModelCliInput, FitsAKernelModelAndPredictsConfigurationsByTheirKernels) {
   EXPECT_NE(fitted.out.find("whole-pass intervals: x/"), std::string::npos) << fitted.out;
   const nlohmann::json file = nlohmann::json::parse(std::ifstream(model));
   EXPECT_EQ(file.at("feature_schema").at("name"), "kernels");
-  EXPECT_EQ(file.at("options").at("prior"), "none");  // a kernel model's default
+  // A kernel model's default base: the kernels' layer-cost prior (not the ridge).
+  EXPECT_EQ(file.at("options").at("prior"), "additive");
+  EXPECT_EQ(file.at("targets").at(0).at("prior_mode"), "additive");
 
   // Configurations the timings never held: a latency each, inside its interval, of the size
   // such networks have (tens of microseconds to tens of milliseconds).

@@ -2,6 +2,8 @@
 // from the engine's own plan for a few configurations.
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -170,18 +172,34 @@ double made_up_ms(const std::vector<double>& features) {
   return 1e-6 * features[3] + 2.5e-7 * (features[0] + features[1]) + 0.002;
 }
 
-TEST(KernelModel, SumsTheKernelsOfEachConfigurationsPlanAsTheTimingsPricedThem) {
-  std::vector<Config> train;
-  for (const char* architecture :
-       {"basic10", "basic26", "basic34", "bottleneck14", "bottleneck38", "bottleneck50"}) {
+// Half-width networks of `architectures` at 32, 48 and 64 px and batches 1 and 4.
+std::vector<Config> half_width(std::initializer_list<const char*> architectures) {
+  std::vector<Config> configs;
+  for (const char* architecture : architectures) {
     for (const int resolution : {32, 48, 64}) {
       for (const int batch : {1, 4}) {
-        train.push_back(parse_key(std::string(architecture) + "_w0.5_ds_r" +
-                                  std::to_string(resolution) + "_b" + std::to_string(batch) +
-                                  "_fp32"));
+        configs.push_back(parse_key(std::string(architecture) + "_w0.5_ds_r" +
+                                    std::to_string(resolution) + "_b" + std::to_string(batch) +
+                                    "_fp32"));
       }
     }
   }
+  return configs;
+}
+
+// The made-up pass of `config`: its planned kernels' made_up_ms summed.
+double made_up_pass(const Config& config) {
+  const Network network = build_network(config);
+  double pass = 0;
+  for (const engine::Op& op : engine::plan_execution(network).ops) {
+    pass += made_up_ms(engine::kernel_features(network, engine::op_layers(op)));
+  }
+  return pass;
+}
+
+TEST(KernelModel, SumsTheKernelsOfEachConfigurationsPlanAsTheTimingsPricedThem) {
+  const std::vector<Config> train =
+      half_width({"basic10", "basic26", "basic34", "bottleneck14", "bottleneck38", "bottleneck50"});
   const Dataset data =
       dataset_from_kernels({parse_csv(kernel_timings(train, made_up_ms), "kernels.csv")});
   EXPECT_EQ(data.schema, kKernelSchema);
@@ -207,11 +225,7 @@ TEST(KernelModel, SumsTheKernelsOfEachConfigurationsPlanAsTheTimingsPricedThem) 
   // one and summed, near the made-up pass.
   for (const char* key : {"basic18_w0.5_ds_r48_b4_fp32", "bottleneck26_w0.5_ds_r64_b1_fp32"}) {
     const Config config = parse_key(key);
-    const Network network = build_network(config);
-    double pass = 0;
-    for (const engine::Op& op : engine::plan_execution(network).ops) {
-      pass += made_up_ms(engine::kernel_features(network, engine::op_layers(op)));
-    }
+    const double pass = made_up_pass(config);
     const std::vector<TargetPrediction> p = predict_by_kernels(model, {config});
     ASSERT_EQ(p.size(), 1u);
     ASSERT_TRUE(p[0].available) << p[0].reason;
@@ -255,6 +269,39 @@ std::string with_probe(const std::string& text, const std::string& probe, ProbeM
     out += line + "," + probe + "," + probe_ms_of(row) + "\n";
   }
   return out;
+}
+
+TEST(KernelModel, ItsLayerCostPriorPricesKernelsFarLargerThanAnyItWasFittedOn) {
+  // Timed: half-width networks at 32-64 px, batches 1-4. Priced: a full-width one at 128 px,
+  // batch 16, whose kernels are up to 30 times any timed one's MACs.
+  const std::vector<Config> train =
+      half_width({"basic10", "basic26", "bottleneck14", "bottleneck50"});
+  const Dataset data =
+      dataset_from_kernels({parse_csv(kernel_timings(train, made_up_ms), "kernels.csv")});
+  const Config large = parse_key("basic18_w1_ds_r128_b16_fp32");
+  const double pass = made_up_pass(large);
+  FitOptions options = small_fit();
+  options.fixed_rounds = 200;
+  options.prior = PriorMode::kAdditive;
+  const std::string text = fit_kernel_model(data, options, nullptr).to_json_text();
+  // The base is the kernels' own prior (not the ridge): per kind, MACs and bytes, and the
+  // terms every kind shares; the model file keeps each by name.
+  const nlohmann::json latency = nlohmann::json::parse(text).at("targets").at(0);
+  EXPECT_EQ(latency.at("prior_mode"), "additive");
+  const nlohmann::json& terms = latency.at("additive_prior").at("coef");
+  EXPECT_TRUE(terms.contains("log_macs*is_pw")) << terms.dump();
+  EXPECT_TRUE(terms.contains("log_in_bytes*is_add")) << terms.dump();
+  EXPECT_TRUE(terms.contains("log_macs")) << terms.dump();
+  EXPECT_TRUE(terms.contains("is_fc")) << terms.dump();
+  const Predictor additive = Predictor::from_json_text(text, "kernels.json");
+  const TargetPrediction priced = predict_by_kernels(additive, {large}).front();
+  ASSERT_TRUE(priced.available) << priced.reason;
+  EXPECT_NEAR(priced.value / pass, 1.0, 0.05);
+  // Trees alone cannot price past the largest kernel they saw.
+  options.prior = PriorMode::kNone;
+  const TargetPrediction trees =
+      predict_by_kernels(fit_kernel_model(data, options, nullptr), {large}).front();
+  EXPECT_LT(trees.value / pass, 0.5);
 }
 
 TEST(KernelModel, TimingsAreDividedByTheDriftTheirProbeMeasuredAsTheModeSays) {
