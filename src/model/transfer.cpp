@@ -643,17 +643,11 @@ std::vector<std::vector<double>> chosen_out_of_fold(const Candidates& candidates
   return out;
 }
 
-std::string percent(double value) {
+// `value` to 3 significant digits, then `unit` ("%", "x").
+std::string figure(double value, const char* unit) {
   std::ostringstream text;
   text.precision(3);
-  text << value << "%";
-  return text.str();
-}
-
-std::string times(double value) {
-  std::ostringstream text;
-  text.precision(3);
-  text << value << "x";
+  text << value << unit;
   return text.str();
 }
 
@@ -1249,7 +1243,7 @@ Predictor transfer_fit(const Predictor& source_model, const Dataset& data,
       double best_gain = 0;
       chosen = choose(errors, default_method, &best_gain);
       std::ostringstream text;
-      text << to_string(chosen) << ": cross-validated MAPE " << percent(mean(errors[chosen]))
+      text << to_string(chosen) << ": cross-validated MAPE " << figure(mean(errors[chosen]), "%")
            << " over " << n << " rows in " << folds << " folds";
       if (chosen == default_method) {
         text << "; the default"
@@ -1258,7 +1252,7 @@ Predictor transfer_fit(const Predictor& source_model, const Dataset& data,
                      : "")
              << ", as no other candidate beat it by more than one standard error";
       } else {
-        text << ", " << percent(best_gain) << " better than " << to_string(default_method)
+        text << ", " << figure(best_gain, "%") << " better than " << to_string(default_method)
              << " (more than one standard error)";
       }
       why = text.str();
@@ -1323,8 +1317,8 @@ Predictor transfer_fit(const Predictor& source_model, const Dataset& data,
       target_report.interval += ", from residuals of the choice cross-validated whole";
     if (source_sd == 0 && mean_square > 0 && n < kConformalRows) {
       target_report.interval +=
-          "; not pooled with the source's spread, which does not hold here (" + times(mean_square) +
-          " its variance)";
+          "; not pooled with the source's spread, which does not hold here (" +
+          figure(mean_square, "x") + " its variance)";
     }
     target_report.half_width = correction.half_width;
     // Configurations new to the source: the same out-of-fold fits applied to its out-of-sample
