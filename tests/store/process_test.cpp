@@ -157,9 +157,12 @@ TEST(StoreProcesses, TwoWritersMeasureEveryKeyExactlyOnce) {
   ASSERT_EQ(pipe2(barrier, O_CLOEXEC), 0);
   std::vector<pid_t> writers;
   for (const char* name : {"a.log", "b.log"}) {
-    // Both start the moment the barrier closes, racing even to create the database.
+    // Both start the moment the barrier closes, racing even to create the database. A
+    // measurement takes 20 ms, so one writer alone needs over a second for all keys: at 3 ms, in
+    // the sanitizer build under ctest -j2, one writer once measured all 60 before the other
+    // claimed any.
     writers.push_back(spawn_writer({path, std::to_string(kConfigurations), "50", "--wait-stdin",
-                                    "--measure-us", "3000", "--log", dir.file(name)},
+                                    "--measure-us", "20000", "--log", dir.file(name)},
                                    barrier[0]));
   }
   close(barrier[0]);
