@@ -17,7 +17,10 @@
 # (examples/spaces/cpu-heldout.yaml, knob values between cpu-demo's) gives the unseen-knob rows;
 # then from carb's engine to PyTorch (data/cpu-engines.sqlite.xz): on one machine (carb-torch:
 # the engine campaign's carb rows as the source) and across machines and engines (amd-torch:
-# the AMD reference as the source). CASES="carb-torch amd-torch" runs only those.
+# the AMD reference as the source). CASES="carb-torch amd-torch" runs only those. two-intel: the
+# AMD reference -> the Intel rounds with a second source, carb's engine on another Intel host
+# (the engine campaign's carb rows, carb-engine.json): carb fit --from amd.json --from
+# carb-engine.json (docs/benchmarks.md, "Two sources").
 # Source models already in the out-dir are kept (amd.json, intel.json, carb-engine.json): put
 # another model there first to transfer from it (docs/benchmarks.md, "Re-measured at K = 16").
 # HOLD_OUT=4 fits each source without every 4th configuration of its own campaign (sorted by
@@ -31,7 +34,7 @@ cd "$(dirname "$0")/.."
 carb=${CARB:-build/src/cli/carb}
 out=${1:-out/bench-transfer}
 quick=${2:-}
-cases=${CASES:-amd-intel intel-amd amd-local unseen carb-torch amd-torch}
+cases=${CASES:-amd-intel two-intel intel-amd amd-local unseen carb-torch amd-torch}
 mkdir -p "$out"
 seeds=${SEEDS:-1 2 3 4 5 6 7 8 9 10}
 ks=${KS:-8 16 32 64 128 all}
@@ -108,13 +111,17 @@ EOF
 }
 fit_source amd "$out/cpu-reference.sqlite" auto
 fit_source intel "$out/cpu-reference-rounds.sqlite" auto
-if wanted carb-torch; then fit_source carb-engine "$out/engines-carb.sqlite" auto; fi
+if wanted carb-torch || wanted two-intel; then
+  fit_source carb-engine "$out/engines-carb.sqlite" auto
+fi
 
-run_case() {  # case source target-db drift
-  local case=$1 source=$2 db=$3 drift=$4 n
+run_case() {  # case "source [further sources]" target-db drift
+  local case=$1 db=$3 drift=$4 n name
+  local sources=($2) from=()
+  for name in "${sources[@]}"; do from+=(--from "$out/$name.json"); done
   n=$(sqlite3 "$db" "SELECT count(DISTINCT configuration_key) FROM measurements WHERE status = 'ok'")
   for seed in $seeds; do
-    $carb evaluate --model "$out/$source.json" --db "$db" --drift "$drift" --format json \
+    $carb evaluate --model "$out/${sources[0]}.json" --db "$db" --drift "$drift" --format json \
       > "$out/$case-k0-s$seed.json" 2> /dev/null
     $carb fit --db "$db" -o "$out/$case-full-s$seed.json" --seed "$seed" --threads 1 \
       --drift "$drift" --format json > "$out/$case-full-s$seed.out" 2> /dev/null
@@ -123,7 +130,7 @@ run_case() {  # case source target-db drift
       [ "$k" = all ] && rows=$((n * 8 / 10))
       for choose in spread random; do
         [ "$choose" = random ] && [ "$k" = all ] && continue
-        $carb fit --from "$out/$source.json" --db "$db" --drift "$drift" --rows "$rows" \
+        $carb fit "${from[@]}" --db "$db" --drift "$drift" --rows "$rows" \
           --seed "$seed" --choose "$choose" --threads 1 --format json \
           -o "$out/$case-k$k-$choose-s$seed.model.json" \
           > "$out/$case-k$k-$choose-s$seed.json" 2> /dev/null
@@ -132,6 +139,9 @@ run_case() {  # case source target-db drift
   done
 }
 if wanted amd-intel; then run_case amd-intel amd "$out/cpu-reference-rounds.sqlite" auto; fi
+if wanted two-intel; then
+  run_case two-intel "amd carb-engine" "$out/cpu-reference-rounds.sqlite" auto
+fi
 if wanted intel-amd; then run_case intel-amd intel "$out/cpu-reference.sqlite" auto; fi
 if wanted amd-local || wanted unseen; then run_case amd-local amd "$out/local-seen.sqlite" off; fi
 if wanted carb-torch; then run_case carb-torch carb-engine "$out/engines-torch.sqlite" auto; fi
@@ -211,6 +221,7 @@ def table(case, title):
         line("full", "target", [f"{out}/{case}-full-s{s}.json" for s in seeds])
 
 table("amd-intel", "AMD reference -> Intel rounds")
+table("two-intel", "AMD reference and carb's engine on another Intel host -> Intel rounds")
 table("intel-amd", "Intel rounds -> AMD reference")
 table("amd-local", "AMD reference -> this machine (seen knob values)")
 table("unseen", "AMD reference -> this machine, scored on unseen knob values (transfer fitted on seen rows)")
@@ -232,7 +243,7 @@ if "unseen" in cases:
                      if seen_new else ""))
 
 print("\n== chosen methods (latency), K: method counts over seeds")
-for case in ("amd-intel", "intel-amd", "amd-local", "carb-torch", "amd-torch"):
+for case in ("amd-intel", "two-intel", "intel-amd", "amd-local", "carb-torch", "amd-torch"):
     if case not in cases and not (case == "amd-local" and "unseen" in cases):
         continue
     for k in ks:

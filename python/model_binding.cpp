@@ -366,14 +366,19 @@ void bind_model(py::module_& m) {
       "transfer_store",
       [](const ModelPtr& source, const std::string& db, const std::string& device,
          const std::string& drift, const std::string& instance, std::uint64_t seed, double coverage,
-         int threads, std::size_t rows, const std::string& choose) {
+         int threads, std::size_t rows, const std::string& choose,
+         const std::vector<ModelPtr>& more_sources) {
         const std::optional<TransferChoice> choice = parse_transfer_choice(choose);
         if (!choice)
           throw Error(ErrorCategory::kInput, "choose must be spread or random", "choose");
-        if (source->schema() != kArchitectureSchema) {
-          throw Error(ErrorCategory::kInput,
-                      "the source model was fitted on a table; a transfer needs a model of "
-                      "carb's measurements");
+        std::vector<ModelPtr> all = {source};
+        all.insert(all.end(), more_sources.begin(), more_sources.end());
+        for (const ModelPtr& model : all) {
+          if (!model || model->schema() != kArchitectureSchema) {
+            throw Error(ErrorCategory::kInput,
+                        "a source model was fitted on a table; a transfer needs a model of "
+                        "carb's measurements");
+          }
         }
         const DriftMode mode = drift_of(drift);
         const Dataset data = without_gil([&] {
@@ -387,6 +392,7 @@ void bind_model(py::module_& m) {
         options.seed = seed;
         options.coverage = coverage;
         options.threads = threads;
+        for (const ModelPtr& model : more_sources) options.more_sources.push_back(model.get());
         HeldOutTransfer fit =
             without_gil([&] { return transfer_held_out(*source, data, rows, *choice, options); });
         const TransferReport& report = fit.report;
@@ -402,7 +408,8 @@ void bind_model(py::module_& m) {
                                   py::arg("interval") = t.interval));
         }
         py::dict transfer(
-            py::arg("source") = report.source_device, py::arg("targets") = targets,
+            py::arg("source") = report.source_device,
+            py::arg("more_sources") = report.more_source_devices, py::arg("targets") = targets,
             py::arg("notes") = report.notes, py::arg("fit_seconds") = report.fit_seconds,
             py::arg("rows") = fit.fitted.size(), py::arg("scored_rows") = fit.held.size(),
             py::arg("scores") = scores_list(fit.scores),
@@ -412,7 +419,8 @@ void bind_model(py::module_& m) {
         return py::make_tuple(model, transfer, dataset_dict(data));
       },
       py::arg("source"), py::arg("db"), py::arg("device"), py::arg("drift"), py::arg("instance"),
-      py::arg("seed"), py::arg("coverage"), py::arg("threads"), py::arg("rows"), py::arg("choose"));
+      py::arg("seed"), py::arg("coverage"), py::arg("threads"), py::arg("rows"), py::arg("choose"),
+      py::arg("more_sources"));
 
   m.def(
       "evaluate_store",

@@ -522,6 +522,11 @@ struct TransferOptions {
   std::uint64_t seed = 1;  ///< the cross-validation folds and the residual trees
   double coverage = 0.9;   ///< nominal coverage of the prediction intervals
   int threads = 0;         ///< XGBoost threads; 0 = all cores
+  /// Models of further devices (not owned; each a model of carb's measurements with the source's
+  /// feature schema and targets, not itself a transfer): their predictions join the source's in
+  /// the "sources" candidate, a line in the natural logs of every model's prediction. A second
+  /// device's difference from the new one carries part of what a few rows cannot pin down.
+  std::vector<const Predictor*> more_sources;
 };
 
 /// What transfer_fit chose for one target, and why.
@@ -529,7 +534,8 @@ struct TransferTargetReport {
   std::string target;
   bool available = false;
   std::string reason;  ///< why the target is unavailable
-  /// "source", "scale", "loglinear", "structural", "feature-ridge", "residual-trees" or "refit".
+  /// "source", "scale", "loglinear", "structural", "feature-ridge", "residual-trees", "sources"
+  /// (with TransferOptions::more_sources) or "refit".
   std::string method;
   std::string why;  ///< the choice in words
   /// Each candidate's cross-validated mean absolute percentage error on the target rows, %.
@@ -548,6 +554,7 @@ struct TransferTargetReport {
 /// What transfer_fit did.
 struct TransferReport {
   std::string source_device;  ///< the source model's device name and fingerprint
+  std::vector<std::string> more_source_devices;  ///< the same of TransferOptions::more_sources
   std::vector<TransferTargetReport> targets;
   std::vector<std::string> notes;
   double fit_seconds = 0;
@@ -563,13 +570,15 @@ inline constexpr std::size_t kTransferFamilyRows = 4;
 /// per target, candidate corrections of the source's predictions (one factor; log-linear; the
 /// source's additive layer-cost prior with its compute, memory and per-layer terms reweighted;
 /// trees on the residual; a fit from scratch; for rows of a network family the source never
-/// saw, the source as it is) are cross-validated on the target rows, and the default (log-linear;
+/// saw, the source as it is; with options.more_sources, a line in every source's prediction)
+/// are cross-validated on the target rows, and the default (log-linear;
 /// for a new family's rows the structural one) is kept unless another beats it by more than one
 /// standard error. Intervals
 /// come from out-of-fold residuals: the chosen method's, cross-conformal, from 40 rows; below,
 /// those of the choice cross-validated whole (each fold choosing anew), in a Student-t
-/// interval. Throws carb::Error (input) when the source and the
-/// data differ in feature schema or targets, or the data has no rows.
+/// interval. Throws carb::Error (input) when a source and the
+/// data differ in feature schema or targets, a source is itself a transfer, or the data has no
+/// rows.
 [[nodiscard]] Predictor transfer_fit(const Predictor& source, const Dataset& target,
                                      const TransferOptions& options, TransferReport* report);
 

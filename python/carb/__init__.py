@@ -494,14 +494,17 @@ def fit(data: Any = None, *, db: Optional[PathLike] = None, device: str = "",
         threads: Optional[int] = None, learning_rate: Optional[float] = None,
         forest_trees: Optional[int] = None, fixed_rounds: Optional[int] = None,
         leave_low_batch_out: Optional[bool] = None,
-        baselines: Optional[bool] = None, source: Optional["Model"] = None,
+        baselines: Optional[bool] = None,
+        source: Union["Model", Sequence["Model"], None] = None,
         rows: Optional[int] = None, choose: str = "spread", kernels: Any = None) -> Model:
     """Fits the CARB predictor (``carb fit``; docs/model.md).
 
     With ``source`` (a model of another device, or of the families it saw), the database's
     device is fitted from it and the database's rows (``carb fit --from``; docs/model.md,
     "Transfer"): ``seed``, ``coverage`` and ``threads`` apply, the model's ``transfer`` says
-    which correction each target got and why. ``rows=K`` fits it on K of the rows, chosen
+    which correction each target got and why. A list of models is the source, then further
+    sources whose predictions join the first's in the ``sources`` candidate (``carb fit --from A
+    --from B``). ``rows=K`` fits it on K of the rows, chosen
     ``choose="spread"`` over the source's predictions (what ``carb profile --transfer-for``
     measures) or ``"random"``, seeded by ``seed``, and scores it on the rest (``carb fit --from
     --rows K --choose``): ``transfer["scores"]`` on all of them,
@@ -556,9 +559,13 @@ def fit(data: Any = None, *, db: Optional[PathLike] = None, device: str = "",
         if db is None:
             raise _input_error("a transfer (source=) fits a database's device: give db=",
                                "source")
+        sources = list(source) if isinstance(source, (list, tuple)) else [source]
+        if not sources or not all(isinstance(s, Model) for s in sources):
+            raise _input_error("source= takes a model or a list of models", "source")
         handle, transfer, info = _carb.transfer_store(
-            source._handle, _os.fspath(db), device, drift, instance,
-            options.seed, options.coverage, options.threads, rows or 0, choose)
+            sources[0]._handle, _os.fspath(db), device, drift, instance,
+            options.seed, options.coverage, options.threads, rows or 0, choose,
+            [s._handle for s in sources[1:]])
         if rows is not None and rows >= info["rows"]:
             _warnings.warn(f"rows={rows} but the database holds {info['rows']} measured "
                            f"configurations of {info['device']}: fitted on all of them, none "

@@ -206,7 +206,7 @@ struct FitCommand {
   bool no_cascade = false;
   bool corrector = false;
   FitOptions options;
-  std::string from;               ///< transfer: the source model
+  std::vector<std::string> from;  ///< transfer: the source model, then any further ones
   std::size_t rows = 0;           ///< transfer: fit on K chosen rows, score on the rest
   std::string choose = "spread";  ///< how the K rows are chosen: spread or random
 };
@@ -222,12 +222,16 @@ void run_transfer(const FitCommand& command) {
   const std::optional<TransferChoice> choice = parse_transfer_choice(command.choose);
   if (!choice) throw Error(ErrorCategory::kUsage, "--choose must be spread or random");
   const Format format = parse_format(command.format);
-  const Predictor source = Predictor::load(command.from);
-  if (source.schema() != kArchitectureSchema) {
-    throw Error(ErrorCategory::kInput, command.from +
-                                           " was fitted on a table; a transfer needs a "
-                                           "model of carb's measurements");
+  std::vector<Predictor> sources;
+  for (const std::string& path : command.from) {
+    sources.push_back(Predictor::load(path));
+    if (sources.back().schema() != kArchitectureSchema) {
+      throw Error(ErrorCategory::kInput,
+                  path + " was fitted on a table; a transfer needs a model of carb's measurements");
+    }
   }
+  const Predictor& source = sources.front();
+  const std::string& source_path = command.from.front();
   const Dataset data = load_data(command.data);
   if (data.rows() == 0) {
     throw Error(ErrorCategory::kInput, command.data.db + " has no successful measurements of " +
@@ -244,11 +248,15 @@ void run_transfer(const FitCommand& command) {
   options.seed = command.options.seed;
   options.coverage = command.options.coverage;
   options.threads = command.options.threads;
+  for (std::size_t j = 1; j < sources.size(); ++j) options.more_sources.push_back(&sources[j]);
   const HeldOutTransfer fit = transfer_held_out(source, data, command.rows, *choice, options);
   const TransferReport& report = fit.report;
   const Predictor& model = fit.model;
-  std::cerr << "distance from " << command.from << "'s device, measured / predicted: "
-            << distance_text(device_distance(source, subset(data, fit.fitted))) << "\n";
+  const Dataset fitted_rows = subset(data, fit.fitted);
+  for (std::size_t j = 0; j < sources.size(); ++j) {
+    std::cerr << "distance from " << command.from[j] << "'s device, measured / predicted: "
+              << distance_text(device_distance(sources[j], fitted_rows)) << "\n";
+  }
   model.save(command.output);
   if (format == Format::kJson) {
     nlohmann::json targets = nlohmann::json::array();
@@ -266,6 +274,7 @@ void run_transfer(const FitCommand& command) {
     }
     std::cout << nlohmann::json{{"model", command.output},
                                 {"source", report.source_device},
+                                {"more_sources", report.more_source_devices},
                                 {"device", data.device_name + " (" + data.device_fingerprint + ")"},
                                 {"rows", fit.fitted.size()},
                                 {"scored_rows", fit.held.size()},
@@ -315,7 +324,7 @@ void run_transfer(const FitCommand& command) {
     print_scores(fit.scores, model, format);
   }
   if (!fit.scores_new.empty() && fit.held_new.size() < fit.held.size()) {
-    std::cerr << "of them, the " << fit.held_new.size() << " configurations " << command.from
+    std::cerr << "of them, the " << fit.held_new.size() << " configurations " << source_path
               << "'s data does not have (on the others its predictions are in-sample)";
     if (format == Format::kCsv) {  // one table per stream
       std::cerr << ": in --format json (scores_new_to_source) or table\n";
@@ -687,7 +696,9 @@ void add_model_verbs(CLI::App& app) {
                    "imported architecture's name, or resnet), train on the rest")
       ->delimiter(',');
   fit_verb->add_option("--from", fit->from,
-                       "transfer: fit the database's device from this model of another device");
+                       "transfer: fit the database's device from this model of another device "
+                       "(repeat it for further sources, whose predictions join the first's in the "
+                       "sources candidate)");
   fit_verb->add_option("--rows", fit->rows,
                        "transfer: fit on K rows chosen from the database, score on the rest");
   fit_verb

@@ -41,6 +41,13 @@ constexpr std::size_t kMinRowsLogLinear = 3;
 constexpr std::size_t kMinRowsStructural = kTransferFamilyRows;
 constexpr std::size_t kMinRowsFeatureRidge = 8;
 constexpr std::size_t kMinRowsResidualTrees = 32;
+constexpr std::size_t kMinRowsSources = 4;
+/// Ridge strength pulling sources' weights towards an equal share each (the intercept free), in
+/// units of squared natural-log deviations, as kSlopeShrink. With the AMD reference and carb's
+/// engine on another Intel host as sources, 16 random rows of the Intel rounds campaign fitted
+/// with it predicted the rest within 6.96% where the AMD source's line alone reached 8.39%
+/// (bench/transfer_sources.py; docs/benchmarks.md, "Two sources").
+constexpr double kSourcesShrink = 2.0;
 constexpr std::size_t kMaxFolds = 10;
 constexpr std::size_t kRefitFolds = 5;
 
@@ -56,13 +63,14 @@ constexpr std::array<std::string_view, 9> kRidgeFeatures = {
     "log_params",      "log_activation_bytes", "depth",
     "widest_channels", "bottleneck",           "log_arithmetic_intensity"};
 
-constexpr std::array<std::pair<TransferMethod, std::string_view>, 7> kMethodNames = {{
+constexpr std::array<std::pair<TransferMethod, std::string_view>, 8> kMethodNames = {{
     {TransferMethod::kSource, "source"},
     {TransferMethod::kScale, "scale"},
     {TransferMethod::kLogLinear, "loglinear"},
     {TransferMethod::kStructural, "structural"},
     {TransferMethod::kFeatureRidge, "feature-ridge"},
     {TransferMethod::kResidualTrees, "residual-trees"},
+    {TransferMethod::kSources, "sources"},
     {TransferMethod::kRefit, "refit"},
 }};
 
@@ -185,6 +193,7 @@ struct Fitted {
   AdditiveParts weights{};
   FeatureRidge ridge;
   xgb::Booster residual;
+  SourcesLine sources;
 };
 
 // The rows a candidate learns from, and what it sees of each.
@@ -192,6 +201,8 @@ struct Rows {
   std::vector<double> s;             // natural log of the source's prediction
   std::vector<double> ly;            // natural log of the measurement
   std::vector<AdditiveParts> parts;  // the source's additive prior parts (or empty)
+  std::vector<std::vector<double>>
+      more;                          // per row, natural logs of the further sources' predictions
   std::vector<float> x;              // features + s, for the residual trees and the ridge
   std::size_t cols = 0;
   // feature-ridge's candidate features: name and column in x (those the source has)
@@ -419,6 +430,40 @@ std::map<std::string, std::string> residual_tree_params(std::size_t rows, std::u
 }
 constexpr int kResidualRounds = 200;
 
+// ly ~ a + w0 s + sum_j w_j s_j (sources' line): least squares with a ridge of kSourcesShrink
+// pulling every weight towards an equal share, the intercept free.
+SourcesLine fit_sources(const Rows& rows, const std::vector<std::size_t>& use) {
+  const auto m = static_cast<Eigen::Index>(rows.more.empty() ? 0 : rows.more.front().size());
+  const Eigen::Index p = m + 2;
+  Eigen::MatrixXd gram = Eigen::MatrixXd::Zero(p, p);
+  Eigen::VectorXd right = Eigen::VectorXd::Zero(p);
+  Eigen::VectorXd row(p);
+  for (std::size_t i : use) {
+    row(0) = 1;
+    row(1) = rows.s[i];
+    for (Eigen::Index j = 0; j < m; ++j) row(j + 2) = rows.more[i][static_cast<std::size_t>(j)];
+    gram += row * row.transpose();
+    right += row * rows.ly[i];
+  }
+  const double share = 1.0 / static_cast<double>(m + 1);
+  for (Eigen::Index j = 1; j < p; ++j) {
+    gram(j, j) += kSourcesShrink;
+    right(j) += kSourcesShrink * share;
+  }
+  const Eigen::VectorXd w = gram.ldlt().solve(right);
+  SourcesLine line;
+  line.intercept = w(0);
+  line.weights.assign(w.data() + 1, w.data() + p);
+  return line;
+}
+
+double sources_log(const SourcesLine& line, const Rows& rows, std::size_t i) {
+  double value = line.intercept + line.weights[0] * rows.s[i];
+  for (std::size_t j = 1; j < line.weights.size(); ++j)
+    value += line.weights[j] * rows.more[i][j - 1];
+  return value;
+}
+
 xgb::Booster fit_residual(const Rows& rows, const std::vector<std::size_t>& use, double intercept,
                           double slope, std::uint64_t seed, int threads) {
   std::vector<float> x;
@@ -453,6 +498,7 @@ Fitted fit_method(TransferMethod method, const Rows& rows, const std::vector<std
   if (method == TransferMethod::kResidualTrees) {
     fitted.residual = fit_residual(rows, use, fitted.intercept, fitted.slope, seed, threads);
   }
+  if (method == TransferMethod::kSources) fitted.sources = fit_sources(rows, use);
   return fitted;
 }
 
@@ -475,6 +521,9 @@ std::vector<double> predict_method(TransferMethod method, const Fitted& fitted, 
       case TransferMethod::kFeatureRidge:
         out.push_back(structural_log(fitted.weights, rows.s[i], rows.parts[i]) +
                       ridge_log(fitted.ridge, rows, i));
+        break;
+      case TransferMethod::kSources:
+        out.push_back(sources_log(fitted.sources, rows, i));
         break;
       default:
         out.push_back(fitted.intercept + fitted.slope * rows.s[i]);
@@ -537,6 +586,8 @@ struct Candidates {
   bool new_family_rows = false;  // rows of a network family the source never saw
   bool structural = false;       // a time-like target whose source has additive parts
   bool ridge = false;            // feature-ridge has features
+  bool sources = false;          // further sources predict the target
+  bool time_like = false;        // latency or energy
 
   // For rows of a new family, the source as it is too, from 4 rows: where a few networks of the
   // family disagree, no correction fitted on some of them may be better than none (with 2 or 3
@@ -551,13 +602,17 @@ struct Candidates {
       out.push_back(TransferMethod::kFeatureRidge);
     }
     if (n >= kMinRowsResidualTrees) out.push_back(TransferMethod::kResidualTrees);
+    if (sources && n >= kMinRowsSources) out.push_back(TransferMethod::kSources);
     return out;
   }
 
   // loglinear (scale below its minimum rows; structural where the rows are of a network family
   // the source never saw, as a new family's cost differs from the source's by its mix of layer
-  // classes, not by one line in the network's size).
+  // classes, not by one line in the network's size; sources for a time-like target where further
+  // sources are given: AMD -> Intel at 16 rows, HOLD_OUT=4 bench/transfer.sh over 10 seeds, 7.31%
+  // as the default and 8.54% from the AMD source alone; docs/benchmarks.md, "Two sources").
   [[nodiscard]] TransferMethod default_for(std::size_t n) const {
+    if (sources && time_like && n >= kMinRowsSources) return TransferMethod::kSources;
     if (new_family_rows && structural && n >= kMinRowsStructural) {
       return TransferMethod::kStructural;
     }
@@ -601,6 +656,7 @@ Rows rows_of(const Rows& rows, const std::vector<std::size_t>& use) {
     out.s.push_back(rows.s[i]);
     out.ly.push_back(rows.ly[i]);
     out.parts.push_back(rows.parts[i]);
+    if (!rows.more.empty()) out.more.push_back(rows.more[i]);
     out.x.insert(out.x.end(), rows.x.begin() + static_cast<long>(i * rows.cols),
                  rows.x.begin() + static_cast<long>((i + 1) * rows.cols));
   }
@@ -688,13 +744,39 @@ SourceView view_source(const Predictor& source, const float* x, std::size_t rows
   return view;
 }
 
-Rows rows_for(const SourceView& view, std::size_t t, const float* x, std::size_t rows,
-              std::size_t cols) {
+// Each further source's view of the rows.
+std::vector<SourceView> view_more(const std::vector<std::shared_ptr<const Predictor>>& more,
+                                  const float* x, std::size_t rows, const int* batch, bool cheap) {
+  std::vector<SourceView> views;
+  views.reserve(more.size());
+  for (const auto& model : more) views.push_back(view_source(*model, x, rows, batch, cheap));
+  return views;
+}
+
+// Whether every further source predicts target t.
+bool more_have(const std::vector<SourceView>& more, std::size_t t) {
+  return !more.empty() && std::all_of(more.begin(), more.end(), [t](const SourceView& view) {
+    return !view.predictions[t].empty() && view.predictions[t].front().available;
+  });
+}
+
+// Row i's natural logs of the further sources' predictions of target t.
+std::vector<double> more_logs(const std::vector<SourceView>& more, std::size_t t, std::size_t i) {
+  std::vector<double> logs;
+  logs.reserve(more.size());
+  for (const SourceView& view : more) logs.push_back(log_of(view.predictions[t][i].value));
+  return logs;
+}
+
+Rows rows_for(const SourceView& view, const std::vector<SourceView>& more, std::size_t t,
+              const float* x, std::size_t rows, std::size_t cols) {
   Rows out;
   out.cols = cols + 1;
+  const bool with_more = more_have(more, t);
   for (std::size_t i = 0; i < rows; ++i) {
     out.s.push_back(log_of(view.predictions[t][i].value));
     out.parts.push_back(view.parts[t].empty() ? AdditiveParts{} : view.parts[t][i]);
+    if (with_more) out.more.push_back(more_logs(more, t, i));
     out.x.insert(out.x.end(), x + i * cols, x + (i + 1) * cols);
     out.x.push_back(static_cast<float>(out.s.back()));
   }
@@ -709,6 +791,7 @@ Fitted fitted_of(const TargetCorrection& correction) {
   fitted.slope = correction.slope;
   fitted.weights = correction.weights;
   fitted.ridge = correction.ridge;
+  fitted.sources = correction.sources;
   return fitted;
 }
 
@@ -720,6 +803,7 @@ std::vector<std::vector<TargetPrediction>> TransferLayer::predict(const float* x
                                                                   bool cheap) const {
   const std::size_t cols = source->feature_names().size();
   const SourceView view = view_source(*source, x, rows_count, batch, cheap);
+  const std::vector<SourceView> more = view_more(more_sources, x, rows_count, batch, cheap);
   std::vector<std::vector<TargetPrediction>> refitted;
   if (refit)
     refitted = cheap ? refit->predict_cheap(x, rows_count) : refit->predict(x, rows_count, batch);
@@ -751,7 +835,7 @@ std::vector<std::vector<TargetPrediction>> TransferLayer::predict(const float* x
     if (correction.method == TransferMethod::kRefit) {
       for (std::size_t i = 0; i < rows_count; ++i) logs.push_back(log_of(refitted[t][i].value));
     } else {
-      const Rows source_rows = rows_for(view, t, x, rows_count, cols);
+      const Rows source_rows = rows_for(view, more, t, x, rows_count, cols);
       Fitted fitted = fitted_of(correction);
       // The cheap path leaves the trees out: loglinear is their base.
       TransferMethod method = correction.method;
@@ -792,7 +876,7 @@ std::vector<std::vector<std::pair<std::string, std::vector<double>>>> TransferLa
   for (std::size_t t = 0; t < targets.size(); ++t) {
     const TargetCorrection& correction = targets[t];
     if (!correction.available) continue;
-    const Rows source_rows = rows_for(view, t, x, rows_count, cols);
+    const Rows source_rows = rows_for(view, {}, t, x, rows_count, cols);
     std::vector<double> source_values;
     for (std::size_t i = 0; i < rows_count; ++i)
       source_values.push_back(view.predictions[t][i].value);
@@ -869,6 +953,10 @@ json TransferLayer::to_json() const {
                                  : json(nullptr);
     entry["residual_trees"] =
         c.residual.empty() ? json(nullptr) : json::parse(c.residual.to_json());
+    entry["sources"] =
+        c.method == TransferMethod::kSources
+            ? json{{"intercept", c.sources.intercept}, {"weights", c.sources.weights}}
+            : json(nullptr);
     entry["log_half_width"] = finite(c.half_width);
     entry["cheap_log_half_width"] = finite(c.cheap_half_width);
     entry["new_log_half_width"] = finite(c.new_half_width);
@@ -881,7 +969,10 @@ json TransferLayer::to_json() const {
                        {"interval", c.report.interval}};
     corrections.push_back(std::move(entry));
   }
+  json more = json::array();
+  for (const auto& model : more_sources) more.push_back(PredictorFactory::to_json(*model));
   return {{"source", PredictorFactory::to_json(*source)},
+          {"more_sources", std::move(more)},
           {"refit", refit ? PredictorFactory::to_json(*refit) : json(nullptr)},
           {"rows", rows},
           {"notes", notes},
@@ -896,6 +987,21 @@ std::shared_ptr<const TransferLayer> TransferLayer::from_json(const json& j,
   if (!j.at("refit").is_null()) {
     layer->refit = std::make_shared<Predictor>(
         PredictorFactory::from_json(j.at("refit"), origin + " (its refit model)"));
+  }
+  // Absent from transfers before carb took further sources.
+  if (j.contains("more_sources")) {
+    for (const json& model : j.at("more_sources")) {
+      auto more = std::make_shared<Predictor>(PredictorFactory::from_json(
+          model,
+          origin + " (its source model " + std::to_string(layer->more_sources.size() + 2) + ")"));
+      if (more->schema() != layer->source->schema() ||
+          more->feature_names() != layer->source->feature_names() ||
+          more->targets().size() != layer->source->targets().size()) {
+        throw std::invalid_argument(
+            "transfer: a further source's features or targets differ from the source's");
+      }
+      layer->more_sources.push_back(std::move(more));
+    }
   }
   j.at("rows").get_to(layer->rows);
   j.at("notes").get_to(layer->notes);
@@ -959,6 +1065,18 @@ std::shared_ptr<const TransferLayer> TransferLayer::from_json(const json& j,
     }
     if (c.method == TransferMethod::kResidualTrees && c.residual.empty()) {
       throw std::invalid_argument("transfer: residual trees without their trees");
+    }
+    if (entry.contains("sources") && !entry.at("sources").is_null()) {
+      entry.at("sources").at("intercept").get_to(c.sources.intercept);
+      entry.at("sources").at("weights").get_to(c.sources.weights);
+      if (c.sources.weights.size() != layer->more_sources.size() + 1) {
+        throw std::invalid_argument("transfer: sources needs a weight per source");
+      }
+      bool finite = std::isfinite(c.sources.intercept);
+      for (double w : c.sources.weights) finite = finite && std::isfinite(w);
+      if (!finite) throw std::invalid_argument("transfer: sources' line is not finite");
+    } else if (c.method == TransferMethod::kSources) {
+      throw std::invalid_argument("transfer: sources without its line");
     }
     if (c.method == TransferMethod::kRefit && !layer->refit) {
       throw std::invalid_argument("transfer: refit without the refit model");
@@ -1028,6 +1146,36 @@ void check_compatible(const Predictor& source, const Dataset& data) {
   check_schema(source, data);
 }
 
+// A model's out-of-sample predictions of the configurations its data has, by key: per target
+// (NaN where it kept none).
+std::map<std::string, std::vector<double>> out_of_sample_by_id(const Predictor& model) {
+  std::map<std::string, std::vector<double>> out;
+  const Predictor::OutOfSample& kept = model.out_of_sample();
+  for (std::size_t i = 0; i < kept.ids.size(); ++i) {
+    std::vector<double>& values = out[kept.ids[i]];
+    for (const std::vector<double>& target : kept.values) {
+      values.push_back(target.empty() ? std::nan("") : target[i]);
+    }
+  }
+  return out;
+}
+
+// Natural log of `model`'s out-of-sample prediction of target t for configuration `id`, if kept.
+std::optional<double> out_of_sample_log(const std::map<std::string, std::vector<double>>& kept,
+                                        const std::string& id, std::size_t t) {
+  const auto value = kept.find(id);
+  if (value == kept.end() || t >= value->second.size() || !std::isfinite(value->second[t])) {
+    return std::nullopt;
+  }
+  return model_detail::log_of(value->second[t]);
+}
+
+// A copy of a model through its file, as a transfer's layer keeps it (the model file embeds it).
+std::shared_ptr<const Predictor> kept_copy(const Predictor& model, const std::string& origin) {
+  return std::make_shared<Predictor>(model_detail::PredictorFactory::from_json(
+      model_detail::PredictorFactory::to_json(model), origin));
+}
+
 }  // namespace
 
 std::vector<DeviceDistance> device_distance(const Predictor& model, const Dataset& data) {
@@ -1076,6 +1224,7 @@ Predictor transfer_fit(const Predictor& source_model, const Dataset& data,
   using namespace model_detail;
   const auto started = std::chrono::steady_clock::now();
   check_compatible(source_model, data);
+  for (const Predictor* more : options.more_sources) check_compatible(*more, data);
   if (options.coverage <= 0 || options.coverage >= 1) {
     throw Error(ErrorCategory::kUsage, "coverage must be between 0 and 1 (exclusive)", "coverage");
   }
@@ -1083,15 +1232,31 @@ Predictor transfer_fit(const Predictor& source_model, const Dataset& data,
   report.source_device =
       source_model.device_name() + " (" + source_model.device_fingerprint() + ")";
   auto layer = std::make_shared<TransferLayer>();
-  // The layer keeps a copy of the source: the model file embeds it.
-  layer->source = std::make_shared<Predictor>(
-      PredictorFactory::from_json(PredictorFactory::to_json(source_model), "the source model"));
+  layer->source = kept_copy(source_model, "the source model");
+  for (const Predictor* more : options.more_sources) {
+    report.more_source_devices.push_back(more->device_name() + " (" + more->device_fingerprint() +
+                                         ")");
+    layer->more_sources.push_back(kept_copy(*more, "a further source model"));
+  }
+  if (!options.more_sources.empty()) {
+    std::string devices;
+    for (const std::string& device : report.more_source_devices) {
+      devices += (devices.empty() ? "" : "; ") + device;
+    }
+    report.notes.push_back(
+        "further sources (" + devices +
+        "): a line in the natural logs of every source's prediction is the sources candidate");
+  }
   layer->rows = data.rows();
   const std::size_t cols = data.cols();
   const SourceView view = model_detail::view_source(*layer->source, data.x.data(), data.rows(),
                                                     data.batch.data(), false);
   const SourceView cheap_view = model_detail::view_source(*layer->source, data.x.data(),
                                                           data.rows(), data.batch.data(), true);
+  const std::vector<SourceView> more_view =
+      view_more(layer->more_sources, data.x.data(), data.rows(), data.batch.data(), false);
+  const std::vector<SourceView> more_cheap_view =
+      view_more(layer->more_sources, data.x.data(), data.rows(), data.batch.data(), true);
 
   // A fit from scratch, where there are rows enough: on all of them, and per fold for its
   // out-of-fold predictions.
@@ -1158,17 +1323,12 @@ Predictor transfer_fit(const Predictor& source_model, const Dataset& data,
         "more than a point worse: docs/benchmarks.md, \"Zoo campaign\")");
   }
 
-  // The source's out-of-sample predictions of the configurations its data has, by key.
-  std::map<std::string, std::vector<double>> out_of_sample;
-  {
-    const Predictor::OutOfSample& kept = layer->source->out_of_sample();
-    for (std::size_t i = 0; i < kept.ids.size(); ++i) {
-      std::vector<double>& values = out_of_sample[kept.ids[i]];
-      for (const std::vector<double>& target : kept.values) {
-        values.push_back(target.empty() ? std::nan("") : target[i]);
-      }
-    }
-  }
+  // Each source's out-of-sample predictions of the configurations its data has, by key.
+  const std::map<std::string, std::vector<double>> out_of_sample =
+      out_of_sample_by_id(*layer->source);
+  std::vector<std::map<std::string, std::vector<double>>> more_out_of_sample;
+  for (const auto& more : layer->more_sources)
+    more_out_of_sample.push_back(out_of_sample_by_id(*more));
 
   bool refit_used = false;
   bool any_available = false;
@@ -1200,7 +1360,9 @@ Predictor transfer_fit(const Predictor& source_model, const Dataset& data,
     rows.cols = cols + 1;
     rows.ridge_features = ridge_features;
     const bool structural = time_like_target(data.targets[t]) && !view.parts[t].empty();
+    const bool with_more = more_have(more_view, t);
     for (std::size_t i : measured) {
+      if (with_more) rows.more.push_back(more_logs(more_view, t, i));
       rows.s.push_back(log_of(view.predictions[t][i].value));
       rows.ly.push_back(std::log(data.y[t][i]));
       rows.parts.push_back(structural ? view.parts[t][i] : AdditiveParts{});
@@ -1211,6 +1373,8 @@ Predictor transfer_fit(const Predictor& source_model, const Dataset& data,
     candidates_of.new_family_rows = new_family_rows;
     candidates_of.structural = structural;
     candidates_of.ridge = !ridge_features.empty();
+    candidates_of.sources = with_more;
+    candidates_of.time_like = time_like_target(data.targets[t]);
     const std::vector<TransferMethod> candidates = candidates_of.of(n);
     const std::size_t folds = std::min(n, kMaxFolds);
     target_report.rows = n;
@@ -1249,7 +1413,8 @@ Predictor transfer_fit(const Predictor& source_model, const Dataset& data,
         text << "; the default"
              << (new_family_rows && chosen == TransferMethod::kStructural
                      ? " for rows of a network family the source never saw"
-                     : "")
+                 : chosen == TransferMethod::kSources ? " where further sources are given"
+                                                      : "")
              << ", as no other candidate beat it by more than one standard error";
       } else {
         text << ", " << figure(best_gain, "%") << " better than " << to_string(default_method)
@@ -1274,18 +1439,23 @@ Predictor transfer_fit(const Predictor& source_model, const Dataset& data,
     }
     if (chosen == TransferMethod::kFeatureRidge) correction.ridge = std::move(fitted.ridge);
     if (chosen == TransferMethod::kResidualTrees) correction.residual = std::move(fitted.residual);
+    if (chosen == TransferMethod::kSources) correction.sources = std::move(fitted.sources);
     if (chosen == TransferMethod::kRefit) refit_used = true;
-    // The source's out-of-sample view of the rows: on the rows its data has, its predictions are
-    // in-sample, and residuals there are smaller than on a configuration new to it.
+    // The sources' out-of-sample view of the rows: on the rows a source's data has, its
+    // predictions are in-sample, and residuals there are smaller than on a configuration new to it.
     Rows held_view = rows;
     std::size_t of_source = 0;
     for (std::size_t k = 0; k < n; ++k) {
-      if (const auto value = out_of_sample.find(data.ids[measured[k]]);
-          value != out_of_sample.end() && t < value->second.size() &&
-          std::isfinite(value->second[t])) {
-        held_view.s[k] = log_of(value->second[t]);
+      const std::string& id = data.ids[measured[k]];
+      if (const std::optional<double> value = out_of_sample_log(out_of_sample, id, t)) {
+        held_view.s[k] = *value;
         held_view.x[k * held_view.cols + cols] = static_cast<float>(held_view.s[k]);
         ++of_source;
+      }
+      for (std::size_t j = 0; with_more && j < more_out_of_sample.size(); ++j) {
+        if (const std::optional<double> value = out_of_sample_log(more_out_of_sample[j], id, t)) {
+          held_view.more[k][j] = *value;
+        }
       }
     }
     // Intervals from out-of-fold residuals: below kConformalRows rows, of the choice itself, each
@@ -1347,6 +1517,7 @@ Predictor transfer_fit(const Predictor& source_model, const Dataset& data,
       Rows cheap_rows = rows;
       for (std::size_t k = 0; k < n; ++k) {
         cheap_rows.s[k] = log_of(cheap_view.predictions[t][measured[k]].value);
+        if (with_more) cheap_rows.more[k] = more_logs(more_cheap_view, t, measured[k]);
       }
       const TransferMethod cheap_method =
           chosen == TransferMethod::kResidualTrees ? TransferMethod::kLogLinear : chosen;

@@ -22,6 +22,7 @@ enum class TransferMethod {
   kStructural,
   kFeatureRidge,
   kResidualTrees,
+  kSources,
   kRefit
 };
 std::string_view to_string(TransferMethod method);
@@ -38,12 +39,20 @@ struct FeatureRidge {
   double intercept = 0;
 };
 
+/// sources' line: intercept + weights[0] s + sum_j weights[j] s_j, with s_j the natural log of
+/// further source j-1's prediction (TransferLayer::more_sources, in order).
+struct SourcesLine {
+  double intercept = 0;
+  std::vector<double> weights;  ///< empty where the method is not sources
+};
+
 /// One target's correction. With s the natural log of the source's prediction:
 /// scale: s + a; loglinear: a + b s; structural: s + log(w . parts / sum(prior parts)) over the
 /// source's additive prior parts (AdditivePart: compute, memory traffic, overhead, intercept,
 /// the MACs PyTorch runs off oneDNN and pooling) and the activation bytes; feature ridge:
 /// structural + a ridge line in standardized features (FeatureRidge); residual trees:
-/// loglinear + trees([features, s]); refit: the refit model's own prediction.
+/// loglinear + trees([features, s]); sources: a + b s + sum_j c_j s_j over the natural logs s_j
+/// of the further sources' predictions (SourcesLine); refit: the refit model's own prediction.
 struct TargetCorrection {
   bool available = false;
   std::string reason;  ///< why not available
@@ -54,6 +63,7 @@ struct TargetCorrection {
   AdditiveParts weights{};          ///< w of structural
   FeatureRidge ridge;               ///< the line of feature ridge (that method only)
   xgb::Booster residual;            ///< the trees of residual trees (that method only)
+  SourcesLine sources;              ///< the line of sources (that method only)
   double half_width = std::numeric_limits<double>::infinity();        ///< natural-log space
   double cheap_half_width = std::numeric_limits<double>::infinity();  ///< of the cheap path
   /// half_width for a configuration the source's data does not have (full path only)
@@ -66,6 +76,8 @@ class TransferLayer {
  public:
   std::shared_ptr<const Predictor> source;
   std::shared_ptr<const Predictor> refit;  ///< null unless a target's method is kRefit
+  /// Further devices' models whose predictions the sources method takes (TransferOptions).
+  std::vector<std::shared_ptr<const Predictor>> more_sources;
   std::vector<TargetCorrection> targets;   ///< one per source target, in order
   std::size_t rows = 0;                    ///< target rows fitted on
   std::vector<std::string> notes;

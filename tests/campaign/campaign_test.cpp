@@ -94,7 +94,9 @@ TEST(Campaign, DriftProbesFrameTheCampaignAndFollowTheInterval) {
     // Ten samples, unless the probe's 0.5 s limit came first (a loaded machine: one run took
     // 100 ms beside the parallel suite), and then it says it did not converge.
     EXPECT_GE(probe.latency->count, 1);
-    if (probe.latency->count < 10) EXPECT_FALSE(probe.latency->converged);
+    if (probe.latency->count < 10) {
+      EXPECT_FALSE(probe.latency->converged);
+    }
     EXPECT_EQ(probe.clock, "wall");
     EXPECT_EQ(probe.campaign_id, summary.campaign_id);
     EXPECT_EQ(probe.device_fingerprint, summary.device_fingerprint);

@@ -220,7 +220,9 @@ TEST_F(ModelCli, DividesLatencyByTheDriftItsProbesMeasured) {
       << other_device.out;
   const auto scored = nlohmann::json::parse(other_device.out.substr(other_device.out.find('{')));
   for (const auto& distance : scored.at("distance")) {
-    if (distance.at("target") == "latency") EXPECT_NEAR(distance.at("ratio"), 3.0, 0.3);
+    if (distance.at("target") == "latency") {
+      EXPECT_NEAR(distance.at("ratio"), 3.0, 0.3);
+    }
   }
   // ...and on measurements without probes it says it cannot.
   CommandResult unprobed = run("evaluate --model " + out + " --db " + db);

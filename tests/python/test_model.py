@@ -231,6 +231,27 @@ def test_a_transfer_is_carb_fit_from(reference_db, cli_model, tmp_path):
     assert raised.value.subject == "source"
 
 
+def test_a_transfer_from_two_sources_is_carb_fit_from_twice(reference_db, cli_model, tmp_path):
+    """fit(source=[a, b]) is `carb fit --from a --from b`: the same model file, both sources in it,
+    and the sources candidate cross-validated."""
+    few = _first_configurations(reference_db, tmp_path, 40)  # a quick transfer
+    cli_file = tmp_path / "cli-two.json"
+    cli = cli_json("fit", "--from", cli_model, "--from", cli_model, "--db", few, "-o", cli_file,
+                   "--threads", "1", "--drift", "off", "--format", "json")
+    source = carb.load_model(cli_model)
+    model = carb.fit(db=few, source=[source, source], drift="off", threads=1,
+                     output=tmp_path / "py-two.json")
+    ours_file = json.loads((tmp_path / "py-two.json").read_text())
+    assert ours_file["transfer"] == json.loads(cli_file.read_text())["transfer"]
+    assert len(ours_file["transfer"]["more_sources"]) == 1
+    assert model.transfer["more_sources"] == cli["more_sources"] and len(cli["more_sources"]) == 1
+    latency = [t for t in model.transfer["targets"] if t["target"] == "latency"][0]
+    assert "sources" in latency["cv_mape_pct"]
+    with pytest.raises(carb.InputError) as raised:
+        carb.fit(db=few, source=[source, "model.json"], drift="off")
+    assert raised.value.subject == "source"
+
+
 def test_a_held_out_transfer_is_carb_fit_from_rows(reference_db, cli_model, tmp_path):
     """fit(source=..., rows=K, choose=...) is `carb fit --from --rows K --choose`: the same K
     rows, the same model and the same scores of the rest, to the bit."""
