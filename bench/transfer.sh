@@ -20,7 +20,9 @@
 # the AMD reference as the source). CASES="carb-torch amd-torch" runs only those. two-intel: the
 # AMD reference -> the Intel rounds with a second source, carb's engine on another Intel host
 # (the engine campaign's carb rows, carb-engine.json): carb fit --from amd.json --from
-# carb-engine.json (docs/benchmarks.md, "Two sources").
+# carb-engine.json (docs/benchmarks.md, "Two sources"). two-local (not a default case): the AMD
+# reference and the Intel rounds (both shipped) -> the local campaign, what scripts/demo.sh
+# could transfer from.
 # Source models already in the out-dir are kept (amd.json, intel.json, carb-engine.json): put
 # another model there first to transfer from it (docs/benchmarks.md, "Re-measured at K = 16").
 # HOLD_OUT=4 fits each source without every 4th configuration of its own campaign (sorted by
@@ -144,6 +146,7 @@ if wanted two-intel; then
 fi
 if wanted intel-amd; then run_case intel-amd intel "$out/cpu-reference.sqlite" auto; fi
 if wanted amd-local || wanted unseen; then run_case amd-local amd "$out/local-seen.sqlite" off; fi
+if wanted two-local; then run_case two-local "amd intel" "$out/local-seen.sqlite" off; fi
 if wanted carb-torch; then run_case carb-torch carb-engine "$out/engines-torch.sqlite" auto; fi
 if wanted amd-torch; then run_case amd-torch amd "$out/engines-torch.sqlite" auto; fi
 
@@ -224,6 +227,7 @@ table("amd-intel", "AMD reference -> Intel rounds")
 table("two-intel", "AMD reference and carb's engine on another Intel host -> Intel rounds")
 table("intel-amd", "Intel rounds -> AMD reference")
 table("amd-local", "AMD reference -> this machine (seen knob values)")
+table("two-local", "AMD reference and Intel rounds -> this machine (seen knob values)")
 table("unseen", "AMD reference -> this machine, scored on unseen knob values (transfer fitted on seen rows)")
 table("carb-torch", "carb's engine -> PyTorch, one machine (data/cpu-engines)")
 table("amd-torch", "AMD reference (carb's engine) -> PyTorch on another machine")
@@ -243,7 +247,8 @@ if "unseen" in cases:
                      if seen_new else ""))
 
 print("\n== chosen methods (latency), K: method counts over seeds")
-for case in ("amd-intel", "two-intel", "intel-amd", "amd-local", "carb-torch", "amd-torch"):
+for case in ("amd-intel", "two-intel", "intel-amd", "amd-local", "two-local", "carb-torch",
+             "amd-torch"):
     if case not in cases and not (case == "amd-local" and "unseen" in cases):
         continue
     for k in ks:

@@ -728,29 +728,44 @@ std::optional<TransferMethod> parse_transfer_method(std::string_view text) {
 
 namespace {
 
-// What a layer predicts from: the source's natural-log predictions and parts, per target.
+// What a layer predicts from: the source's predictions per target, and its additive parts for
+// the targets `parts_for` marks (a structural line's; empty for every other target).
 struct SourceView {
   std::vector<std::vector<TargetPrediction>> predictions;
   std::vector<std::vector<AdditiveParts>> parts;
 };
 
 SourceView view_source(const Predictor& source, const float* x, std::size_t rows, const int* batch,
-                       bool cheap) {
+                       bool cheap, const std::vector<char>& parts_for) {
   SourceView view;
   view.predictions = cheap ? source.predict_cheap(x, rows) : source.predict(x, rows, batch);
-  for (std::size_t t = 0; t < source.targets().size(); ++t) {
-    view.parts.push_back(source.additive_parts(x, rows, t));
+  view.parts.resize(source.targets().size());
+  for (std::size_t t = 0; t < view.parts.size() && t < parts_for.size(); ++t) {
+    if (parts_for[t] != 0) view.parts[t] = source.additive_parts(x, rows, t);
   }
   return view;
 }
 
-// Each further source's view of the rows.
+// Each further source's predictions of the rows (the sources line needs no parts of them).
 std::vector<SourceView> view_more(const std::vector<std::shared_ptr<const Predictor>>& more,
                                   const float* x, std::size_t rows, const int* batch, bool cheap) {
   std::vector<SourceView> views;
   views.reserve(more.size());
-  for (const auto& model : more) views.push_back(view_source(*model, x, rows, batch, cheap));
+  for (const auto& model : more) views.push_back(view_source(*model, x, rows, batch, cheap, {}));
   return views;
+}
+
+// Per target of `corrections`, whether `needs` holds for it (and it is available).
+template <typename Needs>
+std::vector<char> targets_where(const std::vector<TargetCorrection>& corrections, Needs needs) {
+  std::vector<char> out;
+  out.reserve(corrections.size());
+  for (const TargetCorrection& c : corrections) out.push_back(c.available && needs(c) ? 1 : 0);
+  return out;
+}
+
+bool any_of(const std::vector<char>& marks) {
+  return std::find(marks.begin(), marks.end(), 1) != marks.end();
 }
 
 // Whether every further source predicts target t.
@@ -802,8 +817,17 @@ std::vector<std::vector<TargetPrediction>> TransferLayer::predict(const float* x
                                                                   const int* batch,
                                                                   bool cheap) const {
   const std::size_t cols = source->feature_names().size();
-  const SourceView view = view_source(*source, x, rows_count, batch, cheap);
-  const std::vector<SourceView> more = view_more(more_sources, x, rows_count, batch, cheap);
+  // Only what the chosen lines use: the source's parts for a structural line, the further
+  // sources' predictions for a sources line (screening predicts whole spaces through here).
+  const SourceView view =
+      view_source(*source, x, rows_count, batch, cheap, targets_where(targets, [](const auto& c) {
+        return c.method == TransferMethod::kStructural || c.method == TransferMethod::kFeatureRidge;
+      }));
+  const bool sources_line = any_of(
+      targets_where(targets, [](const auto& c) { return c.method == TransferMethod::kSources; }));
+  const std::vector<SourceView> more = sources_line
+                                           ? view_more(more_sources, x, rows_count, batch, cheap)
+                                           : std::vector<SourceView>{};
   std::vector<std::vector<TargetPrediction>> refitted;
   if (refit)
     refitted = cheap ? refit->predict_cheap(x, rows_count) : refit->predict(x, rows_count, batch);
@@ -869,14 +893,21 @@ std::vector<std::vector<TargetPrediction>> TransferLayer::predict(const float* x
 std::vector<std::vector<std::pair<std::string, std::vector<double>>>> TransferLayer::members(
     const float* x, std::size_t rows_count, const int* batch) const {
   const std::size_t cols = source->feature_names().size();
-  const SourceView view = view_source(*source, x, rows_count, batch, false);
+  const SourceView view =
+      view_source(*source, x, rows_count, batch, false,
+                  targets_where(targets, [](const auto& c) { return c.has_structural; }));
+  const std::vector<char> sources_line =
+      targets_where(targets, [](const auto& c) { return c.method == TransferMethod::kSources; });
+  const std::vector<SourceView> more = any_of(sources_line)
+                                           ? view_more(more_sources, x, rows_count, batch, false)
+                                           : std::vector<SourceView>{};
   std::vector<std::size_t> all(rows_count);
   std::iota(all.begin(), all.end(), 0);
   std::vector<std::vector<std::pair<std::string, std::vector<double>>>> out(targets.size());
   for (std::size_t t = 0; t < targets.size(); ++t) {
     const TargetCorrection& correction = targets[t];
     if (!correction.available) continue;
-    const Rows source_rows = rows_for(view, {}, t, x, rows_count, cols);
+    const Rows source_rows = rows_for(view, more, t, x, rows_count, cols);
     std::vector<double> source_values;
     for (std::size_t i = 0; i < rows_count; ++i)
       source_values.push_back(view.predictions[t][i].value);
@@ -884,6 +915,7 @@ std::vector<std::vector<std::pair<std::string, std::vector<double>>>> TransferLa
     const Fitted fitted = fitted_of(correction);
     std::vector<TransferMethod> simple = {TransferMethod::kScale, TransferMethod::kLogLinear};
     if (correction.has_structural) simple.push_back(TransferMethod::kStructural);
+    if (sources_line[t] != 0) simple.push_back(TransferMethod::kSources);
     for (TransferMethod method : simple) {
       std::vector<double> values = predict_method(method, fitted, source_rows, all);
       for (double& value : values) value = std::exp(value);
@@ -1249,10 +1281,16 @@ Predictor transfer_fit(const Predictor& source_model, const Dataset& data,
   }
   layer->rows = data.rows();
   const std::size_t cols = data.cols();
+  // The structural candidates' parts, for latency and energy; the cheap path keeps the full
+  // path's parts.
+  std::vector<char> time_like;
+  time_like.reserve(data.targets.size());
+  for (const TargetInfo& target : data.targets)
+    time_like.push_back(time_like_target(target) ? 1 : 0);
   const SourceView view = model_detail::view_source(*layer->source, data.x.data(), data.rows(),
-                                                    data.batch.data(), false);
+                                                    data.batch.data(), false, time_like);
   const SourceView cheap_view = model_detail::view_source(*layer->source, data.x.data(),
-                                                          data.rows(), data.batch.data(), true);
+                                                          data.rows(), data.batch.data(), true, {});
   const std::vector<SourceView> more_view =
       view_more(layer->more_sources, data.x.data(), data.rows(), data.batch.data(), false);
   const std::vector<SourceView> more_cheap_view =

@@ -233,6 +233,21 @@ TEST_F(Transfer, AFurtherSourceJoinsTheSourcesLineAndTheModelFileKeepsIt) {
     EXPECT_DOUBLE_EQ(before[2][i].value, after[2][i].value);
     EXPECT_DOUBLE_EQ(before[2][i].high, after[2][i].high);
   }
+  // carb evaluate's members list the line, here the model's own prediction; memory's is no
+  // sources line, and lists none.
+  const auto members = loaded.predict_members(rows.x.data(), rows.rows(), rows.batch.data());
+  const auto named = [](const auto& target, const std::string& name) {
+    return std::find_if(target.begin(), target.end(),
+                        [&](const auto& member) { return member.first == name; });
+  };
+  const auto line = named(members[2], "sources");
+  ASSERT_NE(line, members[2].end());
+  ASSERT_EQ(line->second.size(), rows.rows());
+  for (std::size_t i = 0; i < rows.rows(); i += 7)
+    EXPECT_NEAR(line->second[i], after[2][i].value, 1e-9 * after[2][i].value);
+  ASSERT_EQ(two.report.targets[0].target, "memory");
+  ASSERT_NE(two.report.targets[0].method, "sources");
+  EXPECT_EQ(named(members[0], "sources"), members[0].end());
   auto file = nlohmann::json::parse(two.model.to_json_text());
   ASSERT_EQ(file.at("transfer").at("more_sources").size(), 1u);
   file.at("transfer").at("targets").at(2).at("sources").at("weights").push_back(0.5);
