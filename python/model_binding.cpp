@@ -373,12 +373,10 @@ void bind_model(py::module_& m) {
           throw Error(ErrorCategory::kInput, "choose must be spread or random", "choose");
         std::vector<ModelPtr> all = {source};
         all.insert(all.end(), more_sources.begin(), more_sources.end());
-        for (const ModelPtr& model : all) {
-          if (!model || model->schema() != kArchitectureSchema) {
-            throw Error(ErrorCategory::kInput,
-                        "a source model was fitted on a table; a transfer needs a model of "
-                        "carb's measurements");
-          }
+        for (std::size_t i = 0; i < all.size(); ++i) {
+          const std::string name = i == 0 ? "the source model" : "a further source model";
+          if (!all[i]) throw Error(ErrorCategory::kInput, name + " is None");
+          check_transfer_source(*all[i], name);
         }
         const DriftMode mode = drift_of(drift);
         const Dataset data = without_gil([&] {

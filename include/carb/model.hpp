@@ -529,6 +529,11 @@ struct TransferOptions {
   std::vector<const Predictor*> more_sources;
 };
 
+/// Throws carb::Error (input) unless `model` can be a transfer's source: a model of carb's
+/// measurements (not of a table or of kernel timings) that is not itself a transfer. `name`
+/// names it in the message (its path, or "the source model").
+void check_transfer_source(const Predictor& model, const std::string& name);
+
 /// What transfer_fit chose for one target, and why.
 struct TransferTargetReport {
   std::string target;

@@ -225,10 +225,7 @@ void run_transfer(const FitCommand& command) {
   std::vector<Predictor> sources;
   for (const std::string& path : command.from) {
     sources.push_back(Predictor::load(path));
-    if (sources.back().schema() != kArchitectureSchema) {
-      throw Error(ErrorCategory::kInput,
-                  path + " was fitted on a table; a transfer needs a model of carb's measurements");
-    }
+    check_transfer_source(sources.back(), path);
   }
   const Predictor& source = sources.front();
   const std::string& source_path = command.from.front();

@@ -1170,11 +1170,8 @@ void check_schema(const Predictor& source, const Dataset& data) {
   }
 }
 
-void check_compatible(const Predictor& source, const Dataset& data) {
-  if (source.transferred()) {
-    throw Error(ErrorCategory::kInput,
-                "the source model is itself a transfer; fit the new device from its source model");
-  }
+void check_compatible(const Predictor& source, const Dataset& data, const std::string& name) {
+  check_transfer_source(source, name);
   check_schema(source, data);
 }
 
@@ -1251,12 +1248,26 @@ std::string distance_text(const std::vector<DeviceDistance>& distances) {
   return text.empty() ? "nothing to compare" : text;
 }
 
+void check_transfer_source(const Predictor& model, const std::string& name) {
+  if (model.schema() != kArchitectureSchema) {
+    throw Error(ErrorCategory::kInput,
+                name + " was fitted on " +
+                    (model.schema() == kKernelSchema ? "kernel timings" : "a table") +
+                    "; a transfer needs a model of carb's measurements of networks");
+  }
+  if (model.transferred()) {
+    throw Error(ErrorCategory::kInput,
+                name + " is itself a transfer; fit the new device from its source model");
+  }
+}
+
 Predictor transfer_fit(const Predictor& source_model, const Dataset& data,
                        const TransferOptions& options, TransferReport* report_out) {
   using namespace model_detail;
   const auto started = std::chrono::steady_clock::now();
-  check_compatible(source_model, data);
-  for (const Predictor* more : options.more_sources) check_compatible(*more, data);
+  check_compatible(source_model, data, "the source model");
+  for (const Predictor* more : options.more_sources)
+    check_compatible(*more, data, "a further source model");
   if (options.coverage <= 0 || options.coverage >= 1) {
     throw Error(ErrorCategory::kUsage, "coverage must be between 0 and 1 (exclusive)", "coverage");
   }

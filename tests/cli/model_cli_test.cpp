@@ -496,6 +496,9 @@ TEST(ModelCliInput, FitsAKernelModelAndPredictsConfigurationsByTheirKernels) {
   fails("screen --model " + model + " --spec " + std::string(CARB_SOURCE_DIR) +
             "/examples/spaces/cpu-demo.yaml --budget 'latency<=5ms'",
         "kernel");
+  // Named as what it is, before any database is read.
+  fails("fit --from " + model + " --db " + dir + "kernel-cli-none.sqlite -o " + dir + "x.json",
+        model + " was fitted on kernel timings; a transfer needs a model of carb's measurements");
 }
 
 }  // namespace

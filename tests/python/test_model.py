@@ -250,6 +250,14 @@ def test_a_transfer_from_two_sources_is_carb_fit_from_twice(reference_db, cli_mo
     with pytest.raises(carb.InputError) as raised:
         carb.fit(db=few, source=[source, "model.json"], drift="off")
     assert raised.value.subject == "source"
+    # A model of a table is no source, first or further, and says which it is.
+    rng = np.random.default_rng(1)
+    a = rng.uniform(1, 10, 60)
+    table = carb.fit(pd.DataFrame({"a": a, "y": 2 * a}), features=["a"], targets=["y"],
+                     threads=1, forest_trees=8)
+    with pytest.raises(carb.InputError) as raised:
+        carb.fit(db=few, source=[source, table], drift="off")
+    assert "a further source model was fitted on a table" in str(raised.value)
 
 
 def test_a_held_out_transfer_is_carb_fit_from_rows(reference_db, cli_model, tmp_path):
