@@ -612,8 +612,9 @@ void run_evaluate(EvaluateCommand& command) {
           : host_difference(predictor, command.model, data.instances, "the data");
   const bool transfer = other_device || !hosts.empty();
   print_instances(data);
-  std::cerr << (other_device ? "transfer: model of " + predictor.device_name() + " scored on " +
-                                   data.device_name
+  std::cerr << (!command.data.table.empty() ? "table model scored on " + command.data.table
+                : other_device ? "transfer: model of " + predictor.device_name() + " scored on " +
+                                     data.device_name
                 : transfer ? "model of " + predictor.device_name() +
                                  " scored on measurements of the same device fingerprint from "
                                  "another (or an unknown) host"
