@@ -764,8 +764,16 @@ std::vector<char> targets_where(const std::vector<TargetCorrection>& corrections
   return out;
 }
 
-bool any_of(const std::vector<char>& marks) {
-  return std::find(marks.begin(), marks.end(), 1) != marks.end();
+// The further sources' predictions where some target's chosen line is sources, the only line
+// that reads them; none otherwise.
+std::vector<SourceView> view_more_for(const std::vector<TargetCorrection>& targets,
+                                      const std::vector<std::shared_ptr<const Predictor>>& more,
+                                      const float* x, std::size_t rows, const int* batch,
+                                      bool cheap) {
+  const bool read = std::any_of(targets.begin(), targets.end(), [](const TargetCorrection& c) {
+    return c.available && c.method == TransferMethod::kSources;
+  });
+  return read ? view_more(more, x, rows, batch, cheap) : std::vector<SourceView>{};
 }
 
 // Whether every further source predicts target t.
@@ -823,11 +831,8 @@ std::vector<std::vector<TargetPrediction>> TransferLayer::predict(const float* x
       view_source(*source, x, rows_count, batch, cheap, targets_where(targets, [](const auto& c) {
         return c.method == TransferMethod::kStructural || c.method == TransferMethod::kFeatureRidge;
       }));
-  const bool sources_line = any_of(
-      targets_where(targets, [](const auto& c) { return c.method == TransferMethod::kSources; }));
-  const std::vector<SourceView> more = sources_line
-                                           ? view_more(more_sources, x, rows_count, batch, cheap)
-                                           : std::vector<SourceView>{};
+  const std::vector<SourceView> more =
+      view_more_for(targets, more_sources, x, rows_count, batch, cheap);
   std::vector<std::vector<TargetPrediction>> refitted;
   if (refit)
     refitted = cheap ? refit->predict_cheap(x, rows_count) : refit->predict(x, rows_count, batch);
@@ -896,11 +901,8 @@ std::vector<std::vector<std::pair<std::string, std::vector<double>>>> TransferLa
   const SourceView view =
       view_source(*source, x, rows_count, batch, false,
                   targets_where(targets, [](const auto& c) { return c.has_structural; }));
-  const std::vector<char> sources_line =
-      targets_where(targets, [](const auto& c) { return c.method == TransferMethod::kSources; });
-  const std::vector<SourceView> more = any_of(sources_line)
-                                           ? view_more(more_sources, x, rows_count, batch, false)
-                                           : std::vector<SourceView>{};
+  const std::vector<SourceView> more =
+      view_more_for(targets, more_sources, x, rows_count, batch, false);
   std::vector<std::size_t> all(rows_count);
   std::iota(all.begin(), all.end(), 0);
   std::vector<std::vector<std::pair<std::string, std::vector<double>>>> out(targets.size());
@@ -915,7 +917,7 @@ std::vector<std::vector<std::pair<std::string, std::vector<double>>>> TransferLa
     const Fitted fitted = fitted_of(correction);
     std::vector<TransferMethod> simple = {TransferMethod::kScale, TransferMethod::kLogLinear};
     if (correction.has_structural) simple.push_back(TransferMethod::kStructural);
-    if (sources_line[t] != 0) simple.push_back(TransferMethod::kSources);
+    if (correction.method == TransferMethod::kSources) simple.push_back(TransferMethod::kSources);
     for (TransferMethod method : simple) {
       std::vector<double> values = predict_method(method, fitted, source_rows, all);
       for (double& value : values) value = std::exp(value);
