@@ -612,14 +612,19 @@ void run_evaluate(EvaluateCommand& command) {
           : host_difference(predictor, command.model, data.instances, "the data");
   const bool transfer = other_device || !hosts.empty();
   print_instances(data);
+  std::string kernel_files;
+  for (const std::string& path : command.data.kernels)
+    kernel_files += (kernel_files.empty() ? "" : ", ") + path;
   std::cerr << (!command.data.table.empty() ? "table model scored on " + command.data.table
+                : !kernel_files.empty()
+                    ? "kernel model scored on the kernel timings of " + kernel_files
                 : other_device ? "transfer: model of " + predictor.device_name() + " scored on " +
                                      data.device_name
                 : transfer ? "model of " + predictor.device_name() +
                                  " scored on measurements of the same device fingerprint from "
                                  "another (or an unknown) host"
                            : std::string("model scored on its own device"))
-            << " (" << data.rows() << " rows)\n";
+            << " (" << data.rows() << (kernel_files.empty() ? " rows)\n" : " kernels)\n");
   if (!hosts.empty()) std::cerr << hosts << "\n";
   if (transfer && !command.data.db.empty()) {
     std::cerr << "distance, measured / predicted: "

@@ -482,6 +482,14 @@ TEST(ModelCliInput, FitsAKernelModelAndPredictsConfigurationsByTheirKernels) {
   }
   EXPECT_EQ(rows, 2);
 
+  // Scored on kernel timings, and said so: a kernel table is not a device's measurements.
+  const CommandResult scored = run("evaluate --model " + model + " --kernels " + timings);
+  ASSERT_EQ(scored.exit_code, 0) << scored.out;
+  EXPECT_NE(scored.out.find("kernel model scored on the kernel timings of " + timings + " ("),
+            std::string::npos)
+      << scored.out;
+  EXPECT_EQ(scored.out.find("own device"), std::string::npos) << scored.out;
+
   // Bad input: one line, exit 2.
   const auto fails = [&](const std::string& arguments, const std::string& expected) {
     const CommandResult result = run(arguments);
