@@ -2,17 +2,22 @@
 """A kernel campaign of its own, as nn-Meter's: random chains of every kernel kind with every
 activation, exported to ONNX, for `carb kernels` to time (bench/kernel_lofo.sh runs it).
 
-    /usr/bin/python3 bench/kernel_campaign.py OUT-DIR [--models N] [--seed S]
+    /usr/bin/python3 bench/kernel_campaign.py OUT-DIR [--models N] [--seed S] [--preact]
 
 writes OUT-DIR/chain-vV-S-I.onnx (generator version V, seed S, chain I; batch norms kept, opset
 13; weights random, nothing downloaded) and OUT-DIR/synthetic.yaml, a spec of those files at
-resolutions 64-224 x batches 1-16. Each chain is a stem, 4-9 random blocks and a classifier
-(sometimes with a hidden layer): dense, pointwise, depthwise (3, 5, 7) and grouped convolutions,
-each with a batch norm and one of ReLU, ReLU6, hard-swish, SiLU or none; squeeze-excite with a
-sigmoid or hard-sigmoid gate; inverted residuals (Add), Concat, channel shuffles, max and average
-pools. Channels (up to 64 x 2^downsamplings, at most 1,280) and strides are drawn from generic
-ranges, not from any torchvision family, so no held-out family's shapes leak into the training
-kernels. Idempotent: a file already there is kept.
+resolutions 64-224 x batches 1-16. With --preact, chain-pV-S-I.onnx and preact.yaml: chains in
+which three blocks in ten are pre-activation convolutions (a batch norm and an activation, not
+fused into any conv, before a 1x1 or 3x3 conv), the stand-alone batch norms that DenseNet and
+pre-activation ResNets run and no other chain has; the other chains are drawn as without it.
+
+Each chain is a stem, 4-9 random blocks and a classifier (sometimes with a hidden layer): dense,
+pointwise, depthwise (3, 5, 7) and grouped convolutions, each with a batch norm and one of ReLU,
+ReLU6, hard-swish, SiLU or none; squeeze-excite with a sigmoid or hard-sigmoid gate; inverted
+residuals (Add), Concat, channel shuffles, max and average pools. Channels (up to 64 x
+2^downsamplings, at most 1,280) and strides are drawn from generic ranges, not from any
+torchvision family, so no held-out family's shapes leak into the training kernels. Idempotent: a
+file already there is kept.
 """
 
 import argparse
@@ -27,8 +32,9 @@ VERSION = 1  # of the chains' generator, in their file names: a changed generato
 BATCHES = [1, 2, 4, 8, 16]
 
 
-def build(torch, rng):
-    """One random chain as an nn.Module (eval mode)."""
+def build(torch, rng, preact=False):
+    """One random chain as an nn.Module (eval mode); with `preact`, three blocks in ten are
+    pre-activation convolutions."""
     from torch import nn
 
     def act(name):
@@ -94,6 +100,8 @@ def build(torch, rng):
     for _ in range(rng.randint(4, 9)):
         kind = rng.choice(["dense", "pw", "dw", "grouped", "se", "residual", "concat", "shuffle",
                            "max_pool", "avg_pool"])
+        if preact and rng.random() < 0.3:
+            kind = "preact"
         stride = 2 if downsamples < 5 and rng.random() < 0.3 else 1
         if kind in ("max_pool", "avg_pool") and downsamples >= 5:
             kind = "pw"
@@ -107,6 +115,11 @@ def build(torch, rng):
         elif kind == "dw":
             cout = c
             layers.append(conv_bn(c, c, rng.choice([3, 5, 7]), stride, c))
+        elif kind == "preact":  # a batch norm and an activation before the conv, unfused
+            cout = cap(c * stride * rng.choice([1, 2]))
+            k = rng.choice([1, 3])
+            layers.append(nn.Sequential(nn.BatchNorm2d(c), act(rng.choice(ACTIVATIONS)),
+                                        nn.Conv2d(c, cout, k, stride, k // 2, bias=False)))
         elif kind == "grouped":
             width = rng.choice([w for w in (8, 16, 32) if c % w == 0] or [c])
             cout = c * stride
@@ -145,6 +158,10 @@ def main():
     parser.add_argument("out_dir")
     parser.add_argument("--models", type=int, default=200, help="how many chains (default 200)")
     parser.add_argument("--seed", type=int, default=1, help="of the chains' draw (default 1)")
+    parser.add_argument("--preact", action="store_true",
+                        help="chains with pre-activation convolutions (a stand-alone batch norm "
+                        "and activation before the conv, as DenseNet's), in chain-pV-S-I.onnx "
+                        "and preact.yaml")
     args = parser.parse_args()
     import torch
 
@@ -157,16 +174,18 @@ def main():
     os.makedirs(out, exist_ok=True)
     paths = []
     for i in range(args.models):
-        path = os.path.join(out, f"chain-v{VERSION}-{args.seed}-{i}.onnx")
+        kind = "p" if args.preact else "v"
+        path = os.path.join(out, f"chain-{kind}{VERSION}-{args.seed}-{i}.onnx")
         paths.append(path)
         if os.path.exists(path):
             continue
         rng = random.Random(args.seed * 100003 + i)
         torch.manual_seed(i)
-        model = build(torch, rng)
+        model = build(torch, rng, args.preact)
         export(torch, model, torch.randn(1, 3, 64, 64), path, "bn", 13)
-    with open(os.path.join(out, "synthetic.yaml"), "w") as f:
-        f.write("name: synthetic\nmodels:\n")
+    name = "preact" if args.preact else "synthetic"
+    with open(os.path.join(out, f"{name}.yaml"), "w") as f:
+        f.write(f"name: {name}\nmodels:\n")
         f.writelines(f"  - {p}\n" for p in paths)
         f.write(f"resolution: {RESOLUTIONS}\nbatch: {BATCHES}\n")
     print(f"kernel_campaign: {len(paths)} chains in {out}")

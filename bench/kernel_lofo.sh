@@ -7,7 +7,9 @@
 # scored against each configuration's measured whole pass (bench/kernel_lofo.py). It does so
 # twice: on the zoo's and the ResNets' kernels alone, then with a kernel campaign of its own in
 # every training set (bench/kernel_campaign.py: SYNTHETIC_MODELS random chains of every kernel
-# kind and activation, SYNTHETIC_CONFIGS of them at random resolutions and batches).
+# kind and activation, SYNTHETIC_CONFIGS of them at random resolutions and batches; and
+# PREACT_MODELS chains with pre-activation convolutions, whose stand-alone batch norms no other
+# chain has, PREACT_CONFIGS of them).
 #   bash bench/kernel_lofo.sh [out-dir (out/kernel-lofo)]
 # FIT_ARGS are further carb fit options (a kernel model's default prior: additive). The kernel
 # timings in out-dir are reused when there (delete them to measure again). A quiet machine
@@ -26,6 +28,7 @@ for f in $zoo_families vgg11; do
   echo "${key%%_r224*} $f" >> "$out/families.txt"
 done
 /usr/bin/python3 bench/kernel_campaign.py "$out/synthetic" --models "${SYNTHETIC_MODELS:-200}"
+/usr/bin/python3 bench/kernel_campaign.py "$out/synthetic" --models "${PREACT_MODELS:-40}" --preact
 kernels() { # name, then the selection
   local name=$1
   shift
@@ -38,9 +41,10 @@ kernels vgg --spec "$out/zoo-vgg.yaml"
 kernels resnet --spec examples/spaces/cpu-demo.yaml --sample 60 --seed 1
 kernels synthetic --spec "$out/synthetic/synthetic.yaml" --sample "${SYNTHETIC_CONFIGS:-1000}" \
   --seed 1
+kernels preact --spec "$out/synthetic/preact.yaml" --sample "${PREACT_CONFIGS:-200}" --seed 1
 measured=("$out/zoo.csv" "$out/vgg.csv" "$out/resnet.csv")
 echo "without the kernel campaign:"
 CARB="$carb" /usr/bin/python3 bench/kernel_lofo.py "$out" "${measured[@]}"
 echo "with the kernel campaign in every training set:"
 CARB="$carb" /usr/bin/python3 bench/kernel_lofo.py "$out" "${measured[@]}" \
-  --train-only "$out/synthetic.csv"
+  --train-only "$out/synthetic.csv" "$out/preact.csv"
