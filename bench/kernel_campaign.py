@@ -12,12 +12,12 @@ fused into any conv, before a 1x1 or 3x3 conv), the stand-alone batch norms that
 pre-activation ResNets run and no other chain has; the other chains are drawn as without it.
 
 Each chain is a stem, 4-9 random blocks and a classifier (sometimes with a hidden layer): dense,
-pointwise, depthwise (3, 5, 7) and grouped convolutions, each with a batch norm and one of ReLU,
-ReLU6, hard-swish, SiLU or none; squeeze-excite with a sigmoid or hard-sigmoid gate; inverted
-residuals (Add), Concat, channel shuffles, max and average pools. Channels (up to 64 x
-2^downsamplings, at most 1,280) and strides are drawn from generic ranges, not from any
-torchvision family, so no held-out family's shapes leak into the training kernels. Idempotent: a
-file already there is kept.
+pointwise, depthwise (3, 5, 7) and grouped (4-64 channels a group) convolutions, each with a
+batch norm and one of ReLU, ReLU6, hard-swish, SiLU or none; squeeze-excite with a sigmoid or
+hard-sigmoid gate; inverted residuals (Add), Concat, channel shuffles, max and average pools.
+Channels (up to 64 x 2^downsamplings, at most 1,280) and strides are drawn from generic ranges,
+not from any torchvision family, so no held-out family's shapes leak into the training kernels.
+Idempotent: a file already there is kept.
 """
 
 import argparse
@@ -28,7 +28,7 @@ import warnings
 
 ACTIVATIONS = ["relu", "relu6", "hardswish", "silu", "none"]
 RESOLUTIONS = [64, 112, 160, 224]
-VERSION = 1  # of the chains' generator, in their file names: a changed generator exports anew
+VERSION = 3  # of the chains' generator, in their file names (2: a draft, dropped)
 BATCHES = [1, 2, 4, 8, 16]
 
 
@@ -121,7 +121,7 @@ def build(torch, rng, preact=False):
             layers.append(nn.Sequential(nn.BatchNorm2d(c), act(rng.choice(ACTIVATIONS)),
                                         nn.Conv2d(c, cout, k, stride, k // 2, bias=False)))
         elif kind == "grouped":
-            width = rng.choice([w for w in (8, 16, 32) if c % w == 0] or [c])
+            width = rng.choice([w for w in (4, 8, 16, 32, 64) if c % w == 0] or [c])
             cout = c * stride
             layers.append(conv_bn(c, cout, 3, stride, c // width))
         else:
