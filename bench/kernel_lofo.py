@@ -1,6 +1,6 @@
 """Leave-one-family-out with carb's kernel model (bench/kernel_lofo.sh runs it).
 
-    python3 bench/kernel_lofo.py OUT-DIR KERNELS.csv... [--train-only KERNELS.csv...]
+    python3 bench/kernel_lofo.py OUT-DIR KERNELS.csv... [--train-only KERNELS.csv...] [--by-kind]
 
 KERNELS.csv are `carb kernels --format csv` outputs; OUT-DIR/families.txt maps an architecture
 hash to its family ("graph-HASH NAME" per line; a ResNet of carb's space is "resnet-space"), and
@@ -13,7 +13,14 @@ width (high / low). Where the timings carry a drift probe (`carb kernels`' probe
 model was fitted divided by it, the measured pass is divided by the same drift (its probe_ms
 over the model's reference_ms): the model predicts the device at one speed, and is scored there;
 SCORE=raw scores it against the passes as measured instead.
+
+With --by-kind, it also says where each held-out family's error comes from: the model prices
+every kernel of the family's configurations on its own (`carb predict --table`), and per kind
+of kernel (its is_ column, its fused activation, "(step)" for a kernel of a split step) it
+prints the kind's share of the family's measured time (a kernel's share of its measured pass)
+and its predicted / measured time, the 8 largest kinds.
 """
+import collections
 import csv
 import json
 import os
@@ -29,9 +36,41 @@ def family_of(key, families):
     return families.get(key.split("_r")[0], "resnet-space")
 
 
+def kind_of(row, header):
+    """A kernel's kind for --by-kind: its is_ column, its fused activation, whether a step."""
+    kind = next((c[3:] for c in header if c.startswith("is_") and row[c] == "1"), "?")
+    act = next((c[6:] for c in header if c.startswith("fused_") and row[c] == "1"), "")
+    return kind + ("+" + act if act else "") + ("(step)" if row["kernel"].endswith(")") else "")
+
+
+def by_kind(out, held, model, header, rows, scale):
+    """Prints the held-out family's measured share and predicted / measured time per kind of
+    kernel; `scale` takes a row's measured time to the model's speed."""
+    table = f"{out}/kernels-{held}.csv"
+    with open(table, "w") as f:
+        writer = csv.writer(f, lineterminator="\n")
+        writer.writerow(header)
+        writer.writerows(rows)
+    predicted = subprocess.run([CARB, "predict", "--model", model, "--table", table, "--format",
+                                "csv"], check=True, capture_output=True, text=True).stdout
+    measured, priced = collections.Counter(), collections.Counter()
+    for row, p in zip(rows, csv.DictReader(predicted.splitlines())):
+        r = dict(zip(header, row))
+        kind = kind_of(r, header)
+        measured[kind] += float(r["share"]) * float(r["pass_ms"]) * scale(r)
+        priced[kind] += float(p["latency_ms"])
+    total = sum(measured.values())
+    print("  by kind: kernels' sum / measured %.2f" % (sum(priced.values()) / total))
+    for kind in sorted(measured, key=lambda k: -measured[k])[:8]:
+        print("    %s, share %.2f, predicted / measured %.2f" % (
+            kind, measured[kind] / total, priced[kind] / measured[kind]))
+
+
 def main():
     out = sys.argv[1]
     args = sys.argv[2:]
+    show_kinds = "--by-kind" in args
+    args = [a for a in args if a != "--by-kind"]
     train_only = args[args.index("--train-only") + 1:] if "--train-only" in args else []
     measured = args[:len(args) - len(train_only) - (1 if train_only else 0)]
     families = dict(line.split() for line in open(os.path.join(out, "families.txt")))
@@ -80,6 +119,10 @@ def main():
         print("%s, %d, %.1f%%, %.0f%%, %+.2f, %.0f%%, %.2f" % (
             held, len(e), 100 * np.mean(np.abs(e)), 100 * np.mean(np.abs(e) <= 0.1),
             np.median(e), 100 * np.mean(inside), np.median(width)))
+        if show_kinds:
+            by_kind(out, held, model, header,
+                    [r for r in rows if family_of(r[key], families) == held],
+                    lambda r: drift["reference_ms"] / float(r["probe_ms"]) if drift else 1)
     e = np.array(errors)
     print("all, %d, %.1f%%, %.0f%%, median absolute %.1f%%, %.0f%%, %.2f" % (
         len(e), 100 * np.mean(np.abs(e)), 100 * np.mean(np.abs(e) <= 0.1),
