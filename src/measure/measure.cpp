@@ -573,23 +573,29 @@ std::optional<KernelBreakdown> time_kernels(Session& session, int warmup_passes,
   }
   std::vector<std::vector<double>> samples(infos.size());
   std::vector<double> pass_samples;
-  for (int i = 0; i < passes; ++i) {
-    const Clock::time_point start = Clock::now();
-    session.run();
-    session.sync();
-    pass_samples.push_back(seconds_between(start, Clock::now()) * 1e3);
-    for (std::size_t k = 0; k < infos.size(); ++k) {
-      const Clock::time_point before = Clock::now();
-      session.run_kernel(k);
-      samples[k].push_back(seconds_between(before, Clock::now()) * 1e3);
-    }
-  }
   KernelBreakdown breakdown;
-  breakdown.passes = passes;
-  breakdown.pass_median_ms = median(pass_samples);
-  for (std::size_t k = 0; k < infos.size(); ++k) {
-    breakdown.kernels.push_back({infos[k], median(samples[k])});
+  for (int round = 0;; ++round) {
+    for (int i = 0; i < passes; ++i) {
+      const Clock::time_point start = Clock::now();
+      session.run();
+      session.sync();
+      pass_samples.push_back(seconds_between(start, Clock::now()) * 1e3);
+      for (std::size_t k = 0; k < infos.size(); ++k) {
+        const Clock::time_point before = Clock::now();
+        session.run_kernel(k);
+        samples[k].push_back(seconds_between(before, Clock::now()) * 1e3);
+      }
+    }
+    breakdown.kernels.clear();
+    for (std::size_t k = 0; k < infos.size(); ++k) {
+      breakdown.kernels.push_back({infos[k], median(samples[k])});
+    }
+    breakdown.pass_median_ms = median(pass_samples);
+    const double ratio = breakdown.pass_median_ms / kernels_sum_ms(breakdown);
+    const bool agree = ratio <= kPassKernelsTolerance && ratio >= 1 / kPassKernelsTolerance;
+    if (agree || round == kPassKernelsRetimings) break;
   }
+  breakdown.passes = static_cast<int>(pass_samples.size());
   return breakdown;
 }
 
