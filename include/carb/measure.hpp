@@ -217,7 +217,7 @@ double kernels_sum_ms(const KernelBreakdown& breakdown);
 /// not sum to the whole pass's: each waits for its kernel, and runs it after its predecessor
 /// rather than beside it, but they come within a few percent of it (1,415 configurations of
 /// the zoo and the kernel campaign: 0.88-1.2). A host that disturbs the whole passes and not
-/// the kernels' (1.5-2.2x, 2 of those) is told by that: where the passes' median and the
+/// the kernels' (1.2-2.2x, 3 of those) is told by that: where the passes' median and the
 /// kernels' sum differ by more than kPassKernelsTolerance either way, it times `passes` more
 /// rounds, pooled with the others, up to kPassKernelsRetimings times; KernelBreakdown::passes
 /// counts them all, and a breakdown still out of that band is kept as measured. nullopt where
@@ -226,6 +226,10 @@ double kernels_sum_ms(const KernelBreakdown& breakdown);
 std::optional<KernelBreakdown> time_kernels(Session& session, int warmup_passes, int passes);
 inline constexpr double kPassKernelsTolerance = 1.2;
 inline constexpr int kPassKernelsRetimings = 2;
+
+/// Whether a breakdown's whole-pass median lies within kPassKernelsTolerance of its kernels'
+/// sum, either way (time_kernels times again where it does not).
+bool pass_agrees_with_kernels(const KernelBreakdown& breakdown);
 
 /// Average power of an idle window of `seconds` (nothing running), W; nullopt with the meter's
 /// reason in `why` when the meter cannot measure it.

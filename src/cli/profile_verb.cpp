@@ -127,15 +127,14 @@ void run_kernels(const KernelsOptions& options) {
                       writer->row(row);
                     }
                     if (times.passes > options.passes) {
-                      const double ratio = times.pass_median_ms / sum_ms;
-                      const bool apart =
-                          ratio > kPassKernelsTolerance || ratio < 1 / kPassKernelsTolerance;
                       std::cerr << "carb: " << key << ": its whole passes and its kernels' sum "
                                 << "differed by more than " << cell_text(kPassKernelsTolerance)
                                 << "x, so it was timed again: " << times.passes
                                 << " passes, a whole pass " << cell_text(times.pass_median_ms)
                                 << " ms, its kernels " << cell_text(sum_ms) << " ms"
-                                << (apart ? " (still apart: kept as measured)\n" : "\n");
+                                << (pass_agrees_with_kernels(times)
+                                        ? "\n"
+                                        : " (still apart: kept as measured)\n");
                     }
                     if (format == Format::kTable) {
                       std::cerr << key << ": a whole pass " << cell_text(times.pass_median_ms)

@@ -557,6 +557,11 @@ double kernels_sum_ms(const KernelBreakdown& breakdown) {
   return sum;
 }
 
+bool pass_agrees_with_kernels(const KernelBreakdown& breakdown) {
+  const double ratio = breakdown.pass_median_ms / kernels_sum_ms(breakdown);
+  return ratio <= kPassKernelsTolerance && ratio >= 1 / kPassKernelsTolerance;
+}
+
 std::optional<KernelBreakdown> time_kernels(Session& session, int warmup_passes, int passes) {
   if (passes < 1 || warmup_passes < 0) {
     throw Error(ErrorCategory::kUsage,
@@ -591,9 +596,7 @@ std::optional<KernelBreakdown> time_kernels(Session& session, int warmup_passes,
       breakdown.kernels.push_back({infos[k], median(samples[k])});
     }
     breakdown.pass_median_ms = median(pass_samples);
-    const double ratio = breakdown.pass_median_ms / kernels_sum_ms(breakdown);
-    const bool agree = ratio <= kPassKernelsTolerance && ratio >= 1 / kPassKernelsTolerance;
-    if (agree || round == kPassKernelsRetimings) break;
+    if (pass_agrees_with_kernels(breakdown) || round == kPassKernelsRetimings) break;
   }
   breakdown.passes = static_cast<int>(pass_samples.size());
   return breakdown;
