@@ -1,6 +1,7 @@
 """Leave-one-family-out with carb's kernel model (bench/kernel_lofo.sh runs it).
 
     python3 bench/kernel_lofo.py OUT-DIR KERNELS.csv... [--train-only KERNELS.csv...] [--by-kind]
+        [--retimed KERNELS.csv...]
 
 KERNELS.csv are `carb kernels --format csv` outputs; OUT-DIR/families.txt maps an architecture
 hash to its family ("graph-HASH NAME" per line; a ResNet of carb's space is "resnet-space"), and
@@ -19,6 +20,13 @@ every kernel of the family's configurations on its own (`carb predict --table`),
 of kernel (its is_ column, its fused activation, "(step)" for a kernel of a split step) it
 prints the kind's share of the family's measured time (a kernel's share of its measured pass)
 and its predicted / measured time, the 8 largest kinds.
+
+With --retimed, files of the same configurations timed again (another run of the same `carb
+kernels` command) are never fitted on: each held-out configuration is scored against the median
+of its timings (the mean of two), each at the model's speed, so that a single timing's noise
+weighs less in the score; it also prints how far apart the timings were.
+
+Where the timings carry a probe, it prints each file's probe range first.
 """
 import collections
 import csv
@@ -66,11 +74,45 @@ def by_kind(out, held, model, header, rows, scale):
             kind, measured[kind] / total, priced[kind] / measured[kind]))
 
 
+def retimings(paths, passes):
+    """Per configuration of `passes`, its (pass_ms, probe_ms) in each file of `paths` (another
+    timing of the same configurations); prints how far they lie from the first timing."""
+    again = {k: [] for k in passes}
+    for path in paths:
+        with open(path) as f:  # a configuration's rows (its kernels) carry its pass alike
+            timed = {r["key"]: (float(r["pass_ms"]),
+                                float(r["probe_ms"]) if r.get("probe_ms") else None)
+                     for r in csv.DictReader(f) if r["key"] in again}
+        for k, timing in timed.items():
+            again[k].append(timing)
+    ratios = [ms / passes[k] for k, timings in again.items() for ms, _ in timings]
+    if paths:
+        if not ratios:
+            sys.exit("kernel_lofo.py: the --retimed files hold none of the scored configurations")
+        ratios = np.array(ratios)
+        print("timed again: %d configurations, again / first %.3f (geometric mean), within "
+              "+-10%% of each other %.0f%%" % (len(ratios), np.exp(np.mean(np.log(ratios))),
+                                               100 * np.mean(np.abs(ratios - 1) <= 0.1)))
+    return again
+
+
+def print_probe_ranges(paths):
+    """Each timing file's probe latency range, where it has a probe."""
+    for path in paths:
+        with open(path) as f:
+            values = [float(r["probe_ms"]) for r in csv.DictReader(f) if r.get("probe_ms")]
+        if values:
+            print("probe in %s: %.3f-%.3f ms (%.2fx), median %.3f ms" % (
+                path, min(values), max(values), max(values) / min(values), np.median(values)))
+
+
 def main():
     out = sys.argv[1]
     args = sys.argv[2:]
     show_kinds = "--by-kind" in args
     args = [a for a in args if a != "--by-kind"]
+    retimed = args[args.index("--retimed") + 1:] if "--retimed" in args else []
+    args = args[:len(args) - len(retimed) - (1 if retimed else 0)]
     train_only = args[args.index("--train-only") + 1:] if "--train-only" in args else []
     measured = args[:len(args) - len(train_only) - (1 if train_only else 0)]
     families = dict(line.split() for line in open(os.path.join(out, "families.txt")))
@@ -84,6 +126,8 @@ def main():
     passes = {r[key]: float(r[header.index("pass_ms")]) for r in rows}
     probe = header.index("probe_ms") if "probe_ms" in header else None
     probe_ms = {r[key]: float(r[probe]) for r in rows if probe is not None and r[probe]}
+    again = retimings(retimed, passes)
+    print_probe_ranges(measured + train_only)
     errors, covered, widths = [], [], []
     print("held-out family, configurations, latency MAPE, within +-10%, median error, "
           "90% interval coverage, median high / low")
@@ -99,7 +143,9 @@ def main():
         drift = json.load(open(model)).get("drift")
         if os.environ.get("SCORE") == "raw":
             drift = None
-        measured_at = {k: passes[k] * (drift["reference_ms"] / probe_ms[k] if drift else 1)
+        measured_at = {k: np.median([ms * (drift["reference_ms"] / p if drift else 1)
+                                     for ms, p in [(passes[k], probe_ms.get(k))] + again[k]
+                                     if p or not drift])
                        for k in passes}
         keys = sorted(k for k in passes if family_of(k, families) == held)
         spec = f"{out}/zoo-vgg.yaml" if held == "vgg11" else f"{out}/zoo.yaml"
