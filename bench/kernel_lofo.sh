@@ -11,7 +11,8 @@
 # PREACT_MODELS chains with pre-activation convolutions, whose stand-alone batch norms no other
 # chain has, PREACT_CONFIGS of them).
 #   bash bench/kernel_lofo.sh [out-dir (out/kernel-lofo)]
-# FIT_ARGS are further carb fit options (a kernel model's default prior: additive). The kernel
+# FIT_ARGS are further carb fit options (a kernel model's default prior: additive; the timings
+# are fitted as measured, `--drift on` divides them by their probe). The kernel
 # timings in out-dir are reused when there (delete them to measure again). A quiet machine
 # matters: nothing else should run while the kernels are timed.
 set -euo pipefail

@@ -485,7 +485,8 @@ def _measured_columns(frame: pd.DataFrame,
 
 
 def fit(data: Any = None, *, db: Optional[PathLike] = None, device: str = "",
-        drift: str = "auto", instance: str = "", features: Optional[Sequence[str]] = None,
+        drift: Optional[str] = None, instance: str = "",
+        features: Optional[Sequence[str]] = None,
         targets: Optional[Union[Sequence[str], Mapping[str, str]]] = None,
         stratify: Sequence[str] = (), batch_column: str = "",
         output: Optional[PathLike] = None, seed: Optional[int] = None,
@@ -522,7 +523,9 @@ def fit(data: Any = None, *, db: Optional[PathLike] = None, device: str = "",
     a list of :func:`kernels` DataFrames or ``carb kernels --format csv`` files. Configurations
     the timings leave out (those that ran a oneDNN reference kernel) are reported as warnings;
     ``kernel_pass_interval`` says how its whole-pass intervals were calibrated (None: they were
-    not, and a note in ``fit_report`` says why).
+    not, and a note in ``fit_report`` says why). Its timings are fitted as measured unless
+    ``drift`` says otherwise (None: ``"off"`` for kernels, ``"auto"`` for a database), as ``carb
+    fit --kernels`` does.
 
     The options default to carb's (None); ``output`` writes the model file."""
     options = _fit_options(seed=seed, coverage=coverage, prior=prior, cascade=cascade,
@@ -539,7 +542,7 @@ def fit(data: Any = None, *, db: Optional[PathLike] = None, device: str = "",
         if not given or len(paths) + len(frames) != len(given):
             raise _input_error("kernels takes carb.kernels DataFrames or carb kernels CSV files",
                                "kernels")
-        handle, report, info = _carb.fit_kernels(paths, frames, options, drift)
+        handle, report, info = _carb.fit_kernels(paths, frames, options, drift or "off")
         model = Model(handle, data=info)
         kept = set(model.fit_report["notes"])
         for note in report["notes"]:  # what the timings left out (carb fit's "note:" lines)
@@ -563,7 +566,7 @@ def fit(data: Any = None, *, db: Optional[PathLike] = None, device: str = "",
         if not sources or not all(isinstance(s, Model) for s in sources):
             raise _input_error("source= takes a model or a list of models", "source")
         handle, transfer, info = _carb.transfer_store(
-            sources[0]._handle, _os.fspath(db), device, drift, instance,
+            sources[0]._handle, _os.fspath(db), device, drift or "auto", instance,
             options.seed, options.coverage, options.threads, rows or 0, choose,
             [s._handle for s in sources[1:]])
         if rows is not None and rows >= info["rows"]:
@@ -578,7 +581,8 @@ def fit(data: Any = None, *, db: Optional[PathLike] = None, device: str = "",
             model.save(output)
         return model
     if db is not None:
-        handle, _, info = _carb.fit_store(_os.fspath(db), device, drift, instance, options)
+        handle, _, info = _carb.fit_store(_os.fspath(db), device, drift or "auto", instance,
+                                          options)
     elif not isinstance(data, pd.DataFrame):
         raise _input_error("fit takes a database path or a DataFrame")
     elif features is not None or targets is not None:
@@ -743,8 +747,8 @@ def kernels(configurations: Keys, *, device: str = "cpu", passes: int = 20, warm
     shapes, MACs and parameters, its median time, its share of the kernels' sum, the kernel
     model's features (docs/onnx.md, "Kernel model"), the whole pass's median, and the drift
     probe's latency at the configuration's moment (``probe_ms``; ``drift_probe=None`` or
-    ``drift_every=0``: none), which :func:`fit` with ``kernels=`` divides by. A diagnostic in
-    this process: nothing is stored."""
+    ``drift_every=0``: none), which :func:`fit` with ``kernels=`` and ``drift="on"`` divides
+    by. A diagnostic in this process: nothing is stored."""
     keys = _keys_of(configurations)
     if keys is None:
         raise _input_error("kernels takes configuration keys", "configurations")

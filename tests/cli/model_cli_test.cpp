@@ -455,6 +455,21 @@ TEST(ModelCliInput, FitsAKernelModelAndPredictsConfigurationsByTheirKernels) {
   // A kernel model's default base: the kernels' layer-cost prior (not the ridge).
   EXPECT_EQ(file.at("options").at("prior"), "additive");
   EXPECT_EQ(file.at("targets").at(0).at("prior_mode"), "additive");
+  // Fitted as measured unless asked: the timings' probe has moved without their passes.
+  EXPECT_TRUE(file.at("drift").is_null()) << file.at("drift");
+  EXPECT_NE(fitted.out.find("note: kernel timings fitted as measured, not divided by their drift "
+                            "probe (--drift on divides them"),
+            std::string::npos)
+      << fitted.out;
+  const std::string divided_model = dir + "kernel-cli-divided.json";
+  const CommandResult divided = run("fit --kernels " + timings +
+                                    " --threads 1 --forest-trees 8 --drift on -o " + divided_model);
+  ASSERT_EQ(divided.exit_code, 0) << divided.out;
+  EXPECT_NE(divided.out.find("latency divided by the device's drift: the kernel timings' probe of "
+                             "basic18_w0.5_ds_r64_b1_fp32"),
+            std::string::npos)
+      << divided.out;
+  EXPECT_EQ(divided.out.find("fitted as measured"), std::string::npos) << divided.out;
 
   // Configurations the timings never held: a latency each, inside its interval, of the size
   // such networks have (tens of microseconds to tens of milliseconds).

@@ -369,8 +369,11 @@ def test_a_kernel_model_fits_and_predicts_as_the_command_line(tmp_path):
     from_frame = carb.fit(kernels=frame, threads=1, forest_trees=8, output=tmp_path / "py.json")
     from_file = carb.fit(kernels=[timings], threads=1, forest_trees=8)
     assert from_frame.schema == from_file.schema == "kernels"
-    # Each configuration's kernels divided by the drift its probe measured, as carb fit does.
-    assert from_frame.drift["applied"] and from_frame.drift["probe"] == carb.DEFAULT_DRIFT_PROBE
+    # Fitted as measured, as carb fit --kernels does; drift="on" divides each configuration's
+    # kernels by the drift its probe measured.
+    assert not from_frame.drift["applied"] and not from_file.drift["applied"]
+    divided = carb.fit(kernels=frame, threads=1, forest_trees=8, drift="on")
+    assert divided.drift["applied"] and divided.drift["probe"] == carb.DEFAULT_DRIFT_PROBE
     # Six architectures hold out one, two configurations: too few to calibrate whole passes.
     assert from_frame.kernel_pass_interval is None
     assert any("kernels' bounds summed" in note for note in from_frame.fit_report["notes"])
