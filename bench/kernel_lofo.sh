@@ -12,7 +12,9 @@
 # chain has, PREACT_CONFIGS of them).
 #   bash bench/kernel_lofo.sh [out-dir (out/kernel-lofo)]
 # FIT_ARGS are further carb fit options (a kernel model's default prior: additive; the timings
-# are fitted as measured, `--drift on` divides them by their probe). The kernel
+# are fitted as measured, `--drift on` divides them by their probe); ROUNDS (1) times the zoo's,
+# vgg11's and the ResNets' configurations in that many rounds (`carb kernels --rounds`), whose
+# medians are what the held-out families are scored against. The kernel
 # timings in out-dir are reused when there (delete them to measure again). A quiet machine
 # matters: nothing else should run while the kernels are timed.
 set -euo pipefail
@@ -37,9 +39,10 @@ kernels() { # name, then the selection
     $carb kernels "$@" --passes 5 --warmup 2 --format csv > "$out/$name.csv.part"
   [ -s "$out/$name.csv" ] || mv "$out/$name.csv.part" "$out/$name.csv"
 }
-kernels zoo --spec "$out/zoo.yaml"
-kernels vgg --spec "$out/zoo-vgg.yaml"
-kernels resnet --spec examples/spaces/cpu-demo.yaml --sample 60 --seed 1
+rounds=(--rounds "${ROUNDS:-1}")
+kernels zoo --spec "$out/zoo.yaml" "${rounds[@]}"
+kernels vgg --spec "$out/zoo-vgg.yaml" "${rounds[@]}"
+kernels resnet --spec examples/spaces/cpu-demo.yaml --sample 60 --seed 1 "${rounds[@]}"
 kernels synthetic --spec "$out/synthetic/synthetic.yaml" --sample "${SYNTHETIC_CONFIGS:-1000}" \
   --seed 1
 kernels preact --spec "$out/synthetic/preact.yaml" --sample "${PREACT_CONFIGS:-200}" --seed 1

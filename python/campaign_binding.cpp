@@ -102,7 +102,7 @@ void bind_campaign(py::module_& m) {
             probe ? std::optional(to_key(probe->config)) : std::nullopt;
         without_gil([&] {
           profile_kernels(
-              configs, device, seed, warmup, passes, probe,
+              configs, device, seed, warmup, passes, 1, probe,
               [&](const Network& network, const KernelBreakdown& times) {
                 const double sum_ms = kernels_sum_ms(times);
                 for (std::size_t k = 0; k < times.kernels.size(); ++k) {

@@ -160,11 +160,14 @@ std::optional<double> probe_ms_at(double at_s,
 /// with its session's network and breakdown. With a drift probe, each breakdown's probe_ms is
 /// the probe's latency at the configuration's moment, linear in time between the ok probes
 /// around it (the nearest one where there is one on one side only; nullopt where none was ok),
-/// and `each` is called once the probe after a configuration has run. Throws carb::Error: usage
-/// for an unknown device or one that cannot run its pass a kernel at a time, input for a
-/// configuration it cannot run.
+/// and `each` is called once the probe after a configuration has run. With `rounds` > 1, every
+/// configuration is timed once per round, the rounds one after the other (each with its probes),
+/// and `each` is called once per configuration after the last round, with its rounds combined
+/// (combine_rounds: medians). Throws carb::Error: usage for an unknown device, one that cannot
+/// run its pass a kernel at a time or fewer than one round, input for a configuration it cannot
+/// run.
 void profile_kernels(const std::vector<Config>& configs, const std::string& device,
-                     std::uint64_t seed, int warmup_passes, int passes,
+                     std::uint64_t seed, int warmup_passes, int passes, int rounds,
                      const std::optional<KernelDriftProbe>& probe,
                      const std::function<void(const Network&, const KernelBreakdown&)>& each);
 

@@ -231,6 +231,12 @@ inline constexpr int kPassKernelsRetimings = 2;
 /// sum, either way (time_kernels times again where it does not).
 bool pass_agrees_with_kernels(const KernelBreakdown& breakdown);
 
+/// One breakdown of a configuration timed in several rounds (carb kernels --rounds): each
+/// kernel's median_ms and the whole pass's median are the medians of the rounds' (the mean of
+/// the middle two for an even count), passes their sum, probe_ms the median of the rounds'
+/// that have one. Throws carb::Error (usage) for no rounds or rounds of different kernels.
+KernelBreakdown combine_rounds(const std::vector<KernelBreakdown>& rounds);
+
 /// Average power of an idle window of `seconds` (nothing running), W; nullopt with the meter's
 /// reason in `why` when the meter cannot measure it.
 std::optional<double> measure_idle_power_w(EnergyMeter& meter, double seconds, std::string* why);

@@ -416,10 +416,13 @@ std::optional<double> probe_ms_at(double at_s,
   return std::nullopt;
 }
 
-void profile_kernels(const std::vector<Config>& configs, const std::string& device_name,
-                     std::uint64_t seed, int warmup_passes, int passes,
-                     const std::optional<KernelDriftProbe>& probe,
-                     const std::function<void(const Network&, const KernelBreakdown&)>& each) {
+namespace {
+
+// One round of profile_kernels: every configuration once, `each` called in their order.
+void profile_kernels_once(const std::vector<Config>& configs, const std::string& device_name,
+                          std::uint64_t seed, int warmup_passes, int passes,
+                          const std::optional<KernelDriftProbe>& probe,
+                          const std::function<void(const Network&, const KernelBreakdown&)>& each) {
   const auto backends = campaign_detail::backends_for(device_name);
   const Device& device = campaign_detail::find_device(backends, device_name);
   const auto start = Clock::now();
@@ -474,6 +477,35 @@ void profile_kernels(const std::vector<Config>& configs, const std::string& devi
     waiting.push_back({session->network(), std::move(*breakdown), (before_s + now_s()) / 2});
   }
   if (probe) run_probe(true);
+}
+
+}  // namespace
+
+void profile_kernels(const std::vector<Config>& configs, const std::string& device_name,
+                     std::uint64_t seed, int warmup_passes, int passes, int rounds,
+                     const std::optional<KernelDriftProbe>& probe,
+                     const std::function<void(const Network&, const KernelBreakdown&)>& each) {
+  if (rounds < 1) {
+    throw Error(ErrorCategory::kUsage,
+                "kernel timing needs at least one round (got " + std::to_string(rounds) + ")");
+  }
+  if (rounds == 1) {
+    profile_kernels_once(configs, device_name, seed, warmup_passes, passes, probe, each);
+    return;
+  }
+  // Every configuration once per round, the rounds one after the other, so that a
+  // configuration's rounds lie a round apart and a slow spell of the host spoils one of them.
+  std::vector<Network> networks(configs.size());
+  std::vector<std::vector<KernelBreakdown>> timed(configs.size());
+  for (int round = 0; round < rounds; ++round) {
+    std::size_t next = 0;  // `each` comes in the configurations' order
+    profile_kernels_once(configs, device_name, seed, warmup_passes, passes, probe,
+                         [&](const Network& network, const KernelBreakdown& breakdown) {
+                           if (round == 0) networks[next] = network;
+                           timed[next++].push_back(breakdown);
+                         });
+  }
+  for (std::size_t c = 0; c < configs.size(); ++c) each(networks[c], combine_rounds(timed[c]));
 }
 
 CampaignSummary run_campaign(const std::vector<Config>& configs, const CampaignOptions& options,

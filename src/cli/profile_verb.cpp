@@ -85,6 +85,7 @@ struct KernelsOptions {
   std::string device = "cpu";
   int passes = 20;
   int warmup = 5;
+  int rounds = 1;
   std::string drift_probe = std::string(kDefaultDriftProbe);
   std::string drift_every = "10s";
   std::string format = "table";
@@ -111,8 +112,8 @@ void run_kernels(const KernelsOptions& options) {
   const Cell probe_key = probe ? Cell(to_key(probe->config)) : Cell(kNull);
   auto writer = make_row_writer(format, columns, std::cout);
   // Weights and input seeded as a measurement's are (Protocol::seed), whatever --seed samples.
-  profile_kernels(configs, options.device, Protocol{}.seed, options.warmup, options.passes, probe,
-                  [&](const Network& network, const KernelBreakdown& times) {
+  profile_kernels(configs, options.device, Protocol{}.seed, options.warmup, options.passes,
+                  options.rounds, probe, [&](const Network& network, const KernelBreakdown& times) {
                     const double sum_ms = kernels_sum_ms(times);
                     const std::string key = to_key(network.config);
                     for (std::size_t k = 0; k < times.kernels.size(); ++k) {
@@ -126,7 +127,7 @@ void run_kernels(const KernelsOptions& options) {
                       row.push_back(cell_of(times.probe_ms));
                       writer->row(row);
                     }
-                    if (times.passes > options.passes) {
+                    if (times.passes > options.passes * options.rounds) {
                       std::cerr << "carb: " << key << ": its whole passes and its kernels' sum "
                                 << "differed by more than " << cell_text(kPassKernelsTolerance)
                                 << "x, so it was timed again: " << times.passes
@@ -505,6 +506,12 @@ void add_profile_verbs(CLI::App& app) {
       ->capture_default_str();
   kernels_verb->add_option("--warmup", kernels->warmup, "whole passes before timing")
       ->check(CLI::Range(0, 100000))
+      ->capture_default_str();
+  kernels_verb
+      ->add_option("--rounds", kernels->rounds,
+                   "time every configuration this many times, round after round, and write "
+                   "each one's medians")
+      ->check(CLI::Range(1, 1000))
       ->capture_default_str();
   kernels_verb
       ->add_option("--drift-probe", kernels->drift_probe,

@@ -557,6 +557,33 @@ double kernels_sum_ms(const KernelBreakdown& breakdown) {
   return sum;
 }
 
+KernelBreakdown combine_rounds(const std::vector<KernelBreakdown>& rounds) {
+  if (rounds.empty()) throw Error(ErrorCategory::kUsage, "no rounds of kernel timings to combine");
+  KernelBreakdown combined;
+  combined.kernels = rounds.front().kernels;
+  std::vector<double> passes, probes;
+  passes.reserve(rounds.size());
+  for (const KernelBreakdown& round : rounds) {
+    if (round.kernels.size() != combined.kernels.size()) {
+      throw Error(ErrorCategory::kUsage,
+                  "rounds of kernel timings of " + std::to_string(combined.kernels.size()) +
+                      " and " + std::to_string(round.kernels.size()) + " kernels do not combine");
+    }
+    passes.push_back(round.pass_median_ms);
+    if (round.probe_ms) probes.push_back(*round.probe_ms);
+    combined.passes += round.passes;
+  }
+  for (std::size_t k = 0; k < combined.kernels.size(); ++k) {
+    std::vector<double> times;
+    times.reserve(rounds.size());
+    for (const KernelBreakdown& round : rounds) times.push_back(round.kernels[k].median_ms);
+    combined.kernels[k].median_ms = median(times);
+  }
+  combined.pass_median_ms = median(passes);
+  if (!probes.empty()) combined.probe_ms = median(probes);
+  return combined;
+}
+
 bool pass_agrees_with_kernels(const KernelBreakdown& breakdown) {
   const double ratio = breakdown.pass_median_ms / kernels_sum_ms(breakdown);
   return ratio <= kPassKernelsTolerance && ratio >= 1 / kPassKernelsTolerance;

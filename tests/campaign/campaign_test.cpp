@@ -212,6 +212,31 @@ TEST(KernelDriftProbe, AConfigurationsProbeLatencyIsLinearInTimeBetweenTheOkProb
   EXPECT_FALSE(probe_ms_at(12.5, std::nullopt, std::nullopt).has_value());
 }
 
+// carb kernels --rounds: every configuration once a round, then one breakdown each, in their
+// order, of every round's passes (more where a round was timed again), each with its probe.
+TEST(KernelRounds, EachConfigurationIsTimedOnceARoundAndCombinedAfterTheLast) {
+  const std::vector<Config> configs = tiny_configs(2);
+  std::vector<std::string> keys;
+  std::vector<int> passes;
+  profile_kernels(configs, "cpu", 1, 0, 2, 3, KernelDriftProbe{configs.front(), 1000.0},
+                  [&](const Network& network, const KernelBreakdown& times) {
+                    keys.push_back(to_key(network.config));
+                    passes.push_back(times.passes);
+                    EXPECT_TRUE(times.probe_ms.has_value());
+                    EXPECT_GT(times.pass_median_ms, 0);
+                  });
+  ASSERT_EQ(keys.size(), 2u);
+  EXPECT_EQ(keys[0], to_key(configs[0]));
+  EXPECT_EQ(keys[1], to_key(configs[1]));
+  for (const int count : passes) {
+    EXPECT_GE(count, 2 * 3);  // time_kernels' re-timings add rounds of 2
+    EXPECT_EQ(count % 2, 0);
+  }
+  EXPECT_THROW(profile_kernels(configs, "cpu", 1, 0, 1, 0, std::nullopt,
+                               [](const Network&, const KernelBreakdown&) {}),
+               Error);
+}
+
 TEST(Campaign, AClaimOutlastsTheLongestMeasurement) {
   Protocol protocol;
   protocol.timeout_s = 300;

@@ -239,6 +239,39 @@ TEST(Measure, WholePassesFarFromTheirKernelsAreTimedAgainPooled) {
   EXPECT_GE(kept->pass_median_ms, 4 * always_floor_ms);
 }
 
+TEST(Measure, RoundsCombineIntoTheMedianOfEachKernelAndOfThePass) {
+  const auto breakdown = [](std::vector<double> kernel_ms, double pass_ms, int passes,
+                            std::optional<double> probe_ms) {
+    KernelBreakdown out;
+    for (std::size_t k = 0; k < kernel_ms.size(); ++k) {
+      out.kernels.push_back({KernelInfo{"k" + std::to_string(k), "jit", {}}, kernel_ms[k]});
+    }
+    out.pass_median_ms = pass_ms;
+    out.passes = passes;
+    out.probe_ms = probe_ms;
+    return out;
+  };
+  const KernelBreakdown three =
+      combine_rounds({breakdown({1, 5}, 10, 5, 0.2), breakdown({3, 4}, 30, 5, std::nullopt),
+                      breakdown({2, 10}, 20, 10, 0.4)});
+  ASSERT_EQ(three.kernels.size(), 2u);
+  EXPECT_EQ(three.kernels[1].kernel.name, "k1");
+  EXPECT_DOUBLE_EQ(three.kernels[0].median_ms, 2);
+  EXPECT_DOUBLE_EQ(three.kernels[1].median_ms, 5);
+  EXPECT_DOUBLE_EQ(three.pass_median_ms, 20);
+  EXPECT_EQ(three.passes, 20);
+  ASSERT_TRUE(three.probe_ms.has_value());
+  EXPECT_DOUBLE_EQ(*three.probe_ms, 0.3);  // the two rounds that had one
+  // Two rounds: the mean of each pair; no probe in either: none.
+  const KernelBreakdown two =
+      combine_rounds({breakdown({1}, 10, 5, std::nullopt), breakdown({2}, 14, 5, std::nullopt)});
+  EXPECT_DOUBLE_EQ(two.kernels[0].median_ms, 1.5);
+  EXPECT_DOUBLE_EQ(two.pass_median_ms, 12);
+  EXPECT_FALSE(two.probe_ms.has_value());
+  EXPECT_THROW(combine_rounds({}), Error);
+  EXPECT_THROW(combine_rounds({breakdown({1}, 1, 1, {}), breakdown({1, 2}, 1, 1, {})}), Error);
+}
+
 TEST(Measure, UnsupportedIsAStatusNotAnException) {
   NoSensorMeter meter("none");
   const Config fp16 = parse_key("basic10_w0.25_nods_r32_b1_fp16");
