@@ -83,7 +83,8 @@ void bind_campaign(py::module_& m) {
   m.def(
       "kernels",
       [](const std::vector<std::string>& keys, const std::string& device, int warmup, int passes,
-         std::uint64_t seed, const std::optional<std::string>& drift_probe, double drift_every) {
+         int rounds, std::uint64_t seed, const std::optional<std::string>& drift_probe,
+         double drift_every) {
         using Value = std::variant<std::string, std::int64_t, double, std::optional<std::string>,
                                    std::optional<std::int64_t>, std::optional<double>>;
         std::vector<std::string> names = {"key", "index"};
@@ -102,7 +103,7 @@ void bind_campaign(py::module_& m) {
             probe ? std::optional(to_key(probe->config)) : std::nullopt;
         without_gil([&] {
           profile_kernels(
-              configs, device, seed, warmup, passes, 1, probe,
+              configs, device, seed, warmup, passes, rounds, probe,
               [&](const Network& network, const KernelBreakdown& times) {
                 const double sum_ms = kernels_sum_ms(times);
                 for (std::size_t k = 0; k < times.kernels.size(); ++k) {
@@ -127,8 +128,8 @@ void bind_campaign(py::module_& m) {
         }
         return columns;
       },
-      py::arg("keys"), py::arg("device"), py::arg("warmup"), py::arg("passes"), py::arg("seed"),
-      py::arg("drift_probe"), py::arg("drift_every"));
+      py::arg("keys"), py::arg("device"), py::arg("warmup"), py::arg("passes"), py::arg("rounds"),
+      py::arg("seed"), py::arg("drift_probe"), py::arg("drift_every"));
   m.attr("DEFAULT_DRIFT_PROBE") = std::string(kDefaultDriftProbe);
 
   m.def(

@@ -57,7 +57,9 @@ py::dict counts_dict(const ScreenCounts& counts) {
                   py::arg("outranked") = counts.outranked,
                   py::arg("overlap_kept") = counts.overlap_kept,
                   py::arg("outside_domain") = counts.outside_domain,
-                  py::arg("excluded_outside_domain") = counts.excluded_outside_domain);
+                  py::arg("excluded_outside_domain") = counts.excluded_outside_domain,
+                  py::arg("memory_planned") = counts.memory_planned,
+                  py::arg("latency_by_kernels") = counts.latency_by_kernels);
 }
 
 }  // namespace
@@ -77,9 +79,9 @@ void bind_screen(py::module_& m) {
 
   m.def(
       "screen",
-      [](const Predictor& model, const Predictor* stage1, SpaceHandle* space,
-         const std::optional<std::vector<std::string>>& keys, const ScreenOptions& options,
-         const std::optional<std::map<std::string, double>>& values,
+      [](const Predictor& model, const Predictor* stage1, const Predictor* kernel_model,
+         SpaceHandle* space, const std::optional<std::vector<std::string>>& keys,
+         const ScreenOptions& options, const std::optional<std::map<std::string, double>>& values,
          const std::string& values_name) {
         ScreenOptions given = options;
         if (values) {
@@ -90,7 +92,7 @@ void bind_screen(py::module_& m) {
           given.values = std::move(held);
         }
         const ScreenRequest request =
-            without_gil([&] { return screen_request(given, model, stage1); });
+            without_gil([&] { return screen_request(given, model, stage1, kernel_model); });
         CandidateSet candidates;
         if (keys) {
           candidates.configs = configs_of_keys(*keys);
@@ -123,9 +125,9 @@ void bind_screen(py::module_& m) {
                         py::arg("front") = result.front.size(),
                         py::arg("json") = screen_result_json(result, model.feature_names()).dump());
       },
-      py::arg("model"), py::arg("stage1").none(true), py::arg("space").none(true),
-      py::arg("keys").none(true), py::arg("options"), py::arg("values").none(true),
-      py::arg("values_name"));
+      py::arg("model"), py::arg("stage1").none(true), py::arg("kernel_model").none(true),
+      py::arg("space").none(true), py::arg("keys").none(true), py::arg("options"),
+      py::arg("values").none(true), py::arg("values_name"));
 }
 
 }  // namespace carb::python

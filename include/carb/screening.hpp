@@ -99,6 +99,10 @@ struct ScreenRequest {
   /// by distance to the ideal point.
   std::optional<RankMethod> rank;
   DomainPolicy domain = DomainPolicy::kWiden;
+  /// A kernel model (schema kKernelSchema; not owned) whose predictions replace the model's
+  /// latency in stage 2: each candidate's planned kernels predicted and summed, with the kernel
+  /// model's whole-pass interval (predict_by_kernels). Null: the model's own latency.
+  const Predictor* kernel_model = nullptr;
 };
 
 /// Measured values of one configuration, per Target.
@@ -134,15 +138,19 @@ std::size_t target_index(const Predictor& predictor, Target target);
 /// inside the training domain, assess_budgets; outside it, kExclude rejects it, kWiden widens
 /// its intervals by DomainJudgement::widening() (in place) and requires their upper ends to meet
 /// the budgets, and kAllow judges it as any other. The probability is assess_budgets' of the
-/// (widened) predictions.
+/// (widened) predictions. The targets `unwidened` marks keep their intervals under kWiden: a
+/// kernel model's latency, calibrated on architectures its fit never saw, not on the model's
+/// training domain.
 [[nodiscard]] Feasibility decide_budgets(const std::vector<Budget>& budgets,
                                          TargetPredictions& predictions,
                                          const DomainJudgement& domain, DomainPolicy policy,
-                                         FeasibilityOptions options);
+                                         FeasibilityOptions options,
+                                         const std::array<bool, kTargetCount>& unwidened = {});
 
 /// Checks a request against the models before any work, and fills its defaults (costs: every
 /// target the model predicts). Throws carb::Error (input) for an objective or budget on a
-/// target the model lacks or cannot predict, or a model of a table.
+/// target the model lacks or cannot predict, a model of a table or of kernel timings, and a
+/// request's kernel model that is not one or a model without latency beside it.
 void check_request(const Predictor& model, const Predictor* stage1, ScreenRequest& request);
 
 /// A screen's options as a front end takes them, as text (`carb screen`'s flags, the Python
@@ -165,8 +173,10 @@ struct ScreenOptions {
 /// know, a value that is not FILE:COLUMN, a value with a maximize other than the default, rank
 /// value without a value, keep 0 without a keep_fraction; and parse_budgets' (subject "budget"),
 /// parse_objectives' ("objectives"), read_value_file's and check_request's errors.
+/// `kernel_model` (not owned, may be null) becomes the request's.
 [[nodiscard]] ScreenRequest screen_request(const ScreenOptions& options, const Predictor& model,
-                                           const Predictor* stage1);
+                                           const Predictor* stage1,
+                                           const Predictor* kernel_model = nullptr);
 
 // ---------------------------------------------------------------------------------------------
 // The result
@@ -194,6 +204,8 @@ struct ScreenCounts {
   std::uint64_t excluded_outside_domain = 0;  ///< of those, left out (DomainPolicy::kExclude)
   /// Stage 2: candidates whose memory is the engine's own plan (ScreenResult::memory_engine).
   std::uint64_t memory_planned = 0;
+  /// Stage 2: candidates whose latency is the request's kernel model's (predict_by_kernels).
+  std::uint64_t latency_by_kernels = 0;
 };
 
 /// What one two-stage pass found.
@@ -235,7 +247,9 @@ struct ScreenResult {
 /// (zero-width intervals). Where this machine runs the model's engine, stage 2 takes memory
 /// from the engine's own plan (EngineMemoryPlanner, exact, zero-width) for the candidates whose
 /// memory interval holds a memory budget's limit and for every member of the front, replanning
-/// the front until its members are all planned (at most kMostPlannedConfigurations). `request` must
+/// the front until its members are all planned (at most kMostPlannedConfigurations). With a
+/// kernel model in `request`, stage 2 takes every candidate's latency from it (stage 1 ranks by
+/// the models as without; a measured latency still replaces it). `request` must
 /// have passed check_request. Throws carb::Error (input) for an empty space, budgets nothing meets
 /// (naming the budget and the closest configuration), and a value file without a candidate's value
 /// (naming the file, the key and how many lack one).

@@ -666,7 +666,8 @@ def screen(model: Model, candidates: Any, *, budget: Optional[str] = None,
            maximize: Optional[str] = "macs", value: Any = None,
            objectives: Optional[str] = None, outside_domain: str = "widen", keep: int = 2000,
            keep_fraction: float = 0.0, safe: bool = False, rank: Optional[str] = None,
-           stage1_model: Optional[Model] = None, sample: Optional[int] = None, seed: int = 0,
+           stage1_model: Optional[Model] = None, kernel_model: Optional[Model] = None,
+           sample: Optional[int] = None, seed: int = 0,
            sampling: str = "random", json: Optional[PathLike] = None,
            all_candidates: bool = False) -> Union[pd.DataFrame, Tuple[pd.DataFrame, pd.DataFrame]]:
     """Two-stage screening to a ranked Pareto shortlist (``carb screen``; docs/screening.md).
@@ -678,7 +679,9 @@ def screen(model: Model, candidates: Any, *, budget: Optional[str] = None,
     ranked front, best first (``rank``, ``key``, ``value_NAME``, ``p_feasible``, each cost with
     its interval, ``inside_domain``); ``attrs`` hold the counts (``counts``) and the whole result
     as JSON (``screening``, what :func:`report` draws). ``json`` writes that file as ``carb
-    screen --json`` does. ``all_candidates=True`` also returns every candidate stage 2 scored."""
+    screen --json`` does. ``all_candidates=True`` also returns every candidate stage 2 scored.
+    ``kernel_model`` (a model :func:`fit` with ``kernels=``) prices stage 2's latency from each
+    candidate's planned kernels (``carb screen --kernel-model``)."""
     space = candidates if isinstance(candidates, Space) else None
     keys = None
     if space is not None and sample is not None:
@@ -694,6 +697,7 @@ def screen(model: Model, candidates: Any, *, budget: Optional[str] = None,
     options.value, options.rank, options.outside_domain = given["value"], rank or "", outside_domain
     options.keep, options.keep_fraction, options.safe = keep, keep_fraction, safe
     result = _carb.screen(model._handle, None if stage1_model is None else stage1_model._handle,
+                          None if kernel_model is None else kernel_model._handle,
                           None if space is None else space._handle, keys, options,
                           given["values"], given["values_name"])
     shortlist = pd.DataFrame(result["shortlist"])
@@ -703,6 +707,8 @@ def screen(model: Model, candidates: Any, *, budget: Optional[str] = None,
     screening["model"] = model.path or "(a model fitted in Python)"
     screening["stage1_model"] = (stage1_model.path if stage1_model is not None else
                                  screening["model"])
+    screening["kernel_model"] = (None if kernel_model is None else
+                                 kernel_model.path or "(a model fitted in Python)")
     text = _json.dumps(screening, indent=1)
     shortlist.attrs.update({"counts": result["counts"], "value": result["value"],
                             "rank": result["rank"], "feasible": result["feasible"],
@@ -740,7 +746,7 @@ def devices() -> pd.DataFrame:
 
 
 def kernels(configurations: Keys, *, device: str = "cpu", passes: int = 20, warmup: int = 5,
-            seed: int = 1, drift_probe: Optional[str] = DEFAULT_DRIFT_PROBE,
+            rounds: int = 1, seed: int = 1, drift_probe: Optional[str] = DEFAULT_DRIFT_PROBE,
             drift_every: float = 10.0) -> pd.DataFrame:
     """Where each configuration's forward pass spends its time, kernel by kernel (``carb
     kernels``; docs/cli.md): one row per kernel in execution order, its IR layers' kind, class,
@@ -748,14 +754,19 @@ def kernels(configurations: Keys, *, device: str = "cpu", passes: int = 20, warm
     model's features (docs/onnx.md, "Kernel model"), the whole pass's median, and the drift
     probe's latency at the configuration's moment (``probe_ms``; ``drift_probe=None`` or
     ``drift_every=0``: none), which :func:`fit` with ``kernels=`` and ``drift="on"`` divides
-    by. A diagnostic in this process: nothing is stored."""
+    by. ``rounds``: every configuration timed once a round, the rounds one after the other, and
+    written with the medians of its rounds (``carb kernels --rounds``). A diagnostic in this
+    process: nothing is stored."""
     keys = _keys_of(configurations)
     if keys is None:
         raise _input_error("kernels takes configuration keys", "configurations")
     if passes < 1 or warmup < 0:
         raise _input_error(f"passes {passes}, warmup {warmup}: at least one pass, no negative "
                            "warm-up", "passes")
-    return _frame(_carb.kernels(keys, device, warmup, passes, seed, drift_probe, drift_every))
+    if rounds < 1:
+        raise _input_error(f"rounds {rounds}: at least one round", "rounds")
+    return _frame(_carb.kernels(keys, device, warmup, passes, rounds, seed, drift_probe,
+                                drift_every))
 
 
 def _protocol(**given: Any) -> Protocol:

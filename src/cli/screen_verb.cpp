@@ -51,10 +51,15 @@ ScreenSetup prepare_screen(const ScreenCommand& command) {
   if (!command.stage1_model.empty()) {
     stage1 = std::make_unique<Predictor>(Predictor::load(command.stage1_model));
   }
+  std::unique_ptr<Predictor> kernel_model;
+  if (!command.kernel_model.empty()) {
+    kernel_model = std::make_unique<Predictor>(Predictor::load(command.kernel_model));
+  }
   parse_format(command.format);  // a bad --format fails before the work
-  ScreenRequest request = screen_request(command.options, model, stage1.get());
+  ScreenRequest request = screen_request(command.options, model, stage1.get(), kernel_model.get());
 
-  ScreenSetup setup{std::move(model), std::move(stage1), std::move(request), nullptr, {}};
+  ScreenSetup setup{std::move(model),   std::move(stage1), std::move(kernel_model),
+                    std::move(request), nullptr,           {}};
   if (!command.selection.spec.empty() && command.selection.sample == 0) {
     setup.space = std::make_unique<Space>(Space::from_file(command.selection.spec));
     setup.candidates.space = setup.space.get();
@@ -158,6 +163,12 @@ void report_screen(const ScreenCommand& command, const ScreenSetup& setup,
             << result.front.size() << " over " << objectives << ", ranked by "
             << to_string(result.rank) << "; shortlist " << shown << "\n";
   if (result.value) std::cerr << "  value: " << result.value->describe() << "\n";
+  if (counts.latency_by_kernels > 0) {
+    std::cerr << "  latency: " << counts.latency_by_kernels << " of " << pool.size()
+              << " stage-2 candidates from the kernel model " << command.kernel_model
+              << " (their planned kernels' times, predicted and summed, on the host whose "
+                 "kernel timings it was fitted on)\n";
+  }
   if (counts.memory_planned > 0) {
     std::cerr << "  memory: " << counts.memory_planned << " of " << pool.size()
               << " stage-2 candidates from the engine's own plan on this machine ("
@@ -203,6 +214,8 @@ void report_screen(const ScreenCommand& command, const ScreenSetup& setup,
     nlohmann::json out = screen_result_json(result, model.feature_names());
     out["model"] = command.model;
     out["stage1_model"] = command.stage1_model.empty() ? command.model : command.stage1_model;
+    out["kernel_model"] = command.kernel_model.empty() ? nlohmann::json(nullptr)
+                                                       : nlohmann::json(command.kernel_model);
     for (const auto& [name, value] : extra.items()) out[name] = value;
     std::ofstream file(command.json_output);
     if (!file) throw Error(ErrorCategory::kRuntime, command.json_output + ": cannot write");
@@ -641,6 +654,9 @@ void add_screen_verbs(CLI::App& app) {
   verb->add_option("--stage1-model", screen->stage1_model,
                    "a source device's model to rank with in stage 1 (default: the target "
                    "model's cheapest member)");
+  verb->add_option("--kernel-model", screen->kernel_model,
+                   "a kernel model (carb fit --kernels) that prices stage 2's latency: each "
+                   "candidate's planned kernels, predicted and summed");
   verb->add_option("--spec", screen->selection.spec, "design-space spec (YAML)");
   verb->add_option("--keys", screen->selection.keys_file, "or a file of configuration keys");
   verb->add_option("--sample", screen->selection.sample, "screen N configurations of the spec");

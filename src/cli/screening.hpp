@@ -17,6 +17,7 @@ namespace carb::cli {
 struct ScreenCommand {
   std::string model;
   std::string stage1_model;
+  std::string kernel_model;  ///< a kernel model for stage 2's latency
   Selection selection;
   ScreenOptions options;  ///< the request's flags, as screen_request takes them
   std::size_t top = 20;
@@ -42,6 +43,7 @@ struct ScreenCommand {
 struct ScreenSetup {
   Predictor model;
   std::unique_ptr<Predictor> stage1;  ///< the stage-1 model, when another than `model`
+  std::unique_ptr<Predictor> kernel_model;  ///< stage 2's latency, when given (the request's)
   ScreenRequest request;
   std::unique_ptr<Space> space;  ///< the spec, when the whole of it is screened
   CandidateSet candidates;

@@ -222,8 +222,21 @@ std::size_t target_index(const Predictor& predictor, Target target) {
 void check_request(const Predictor& model, const Predictor* stage1, ScreenRequest& request) {
   if (model.schema() == kKernelSchema) {
     throw Error(ErrorCategory::kInput,
-                "a kernel model cannot screen yet: screen with a model of measured "
-                "configurations, then predict its shortlist with the kernel model");
+                "a kernel model prices latency only: screen with a model of measured "
+                "configurations and give the kernel model beside it (carb screen "
+                "--kernel-model), which then prices stage 2's latency");
+  }
+  if (request.kernel_model != nullptr) {
+    if (request.kernel_model->schema() != kKernelSchema) {
+      throw Error(ErrorCategory::kInput, "the kernel model is not one: its feature schema is " +
+                                             request.kernel_model->schema() + ", not " +
+                                             std::string(kKernelSchema) +
+                                             " (carb fit --kernels fits one)");
+    }
+    if (target_index(model, Target::kLatency) == std::string::npos) {
+      throw Error(ErrorCategory::kInput,
+                  "a kernel model replaces the model's latency, and the model has none");
+    }
   }
   if (model.schema() != kArchitectureSchema) {
     throw Error(ErrorCategory::kInput,
@@ -333,8 +346,9 @@ auto with_subject(const std::string& subject, Parse parse) {
 }  // namespace
 
 ScreenRequest screen_request(const ScreenOptions& options, const Predictor& model,
-                             const Predictor* stage1) {
+                             const Predictor* stage1, const Predictor* kernel_model) {
   ScreenRequest request;
+  request.kernel_model = kernel_model;
   if (!options.rank.empty()) {
     request.rank = parse_rank_method(options.rank);
     if (!request.rank) {
@@ -407,9 +421,12 @@ std::size_t plan_deciding_memory(const Predictor& model, const std::vector<Budge
 
 Feasibility decide_budgets(const std::vector<Budget>& budgets, TargetPredictions& predictions,
                            const DomainJudgement& domain, DomainPolicy policy,
-                           FeasibilityOptions options) {
+                           FeasibilityOptions options,
+                           const std::array<bool, kTargetCount>& unwidened) {
   if (!domain.inside && policy == DomainPolicy::kWiden) {
-    for (TargetPrediction& p : predictions) widen(p, domain.widening());
+    for (std::size_t t = 0; t < kTargetCount; ++t) {
+      if (!unwidened[t]) widen(predictions[t], domain.widening());
+    }
     options.safe = true;
   }
   Feasibility feasibility = assess_budgets(budgets, predictions, options);
@@ -687,6 +704,23 @@ ScreenResult screen(const Predictor& model, const Predictor* stage1, const Candi
   // starts from them, as deciding widens some in place.
   std::vector<std::vector<TargetPrediction>> given =
       model.predict(x.data(), out.pool.size(), batch.data(), &families);
+  // Latency from the kernel model: each candidate's planned kernels, predicted and summed. Its
+  // whole-pass intervals are calibrated on architectures its fit never saw, so the training
+  // domain's widening leaves them as they are.
+  std::vector<bool> by_kernels(out.pool.size(), false);
+  if (request.kernel_model != nullptr && !out.pool.empty()) {
+    std::vector<Config> configs;
+    configs.reserve(out.pool.size());
+    for (const ScreenCandidate& c : out.pool) configs.push_back(parse_key(c.key));
+    const std::vector<TargetPrediction> sums = predict_by_kernels(*request.kernel_model, configs);
+    std::vector<TargetPrediction>& latency = given[target_index(model, Target::kLatency)];
+    for (std::size_t i = 0; i < sums.size(); ++i) {
+      if (!sums[i].available) continue;
+      latency[i] = sums[i];
+      by_kernels[i] = true;
+      ++out.counts.latency_by_kernels;
+    }
+  }
   FeasibilityOptions options;
   options.coverage = model.coverage();
   options.safe = request.safe;
@@ -713,7 +747,10 @@ ScreenResult screen(const Predictor& model, const Predictor* stage1, const Candi
     DomainJudgement domain = out.pool[i].domain;
     if (!out.measured.empty() && out.measured[i]) domain = DomainJudgement{};
     TargetPredictions predictions = gather_predictions(model.targets(), out.predictions, i);
-    out.assessed[i] = decide_budgets(request.budgets, predictions, domain, request.domain, options);
+    std::array<bool, kTargetCount> unwidened{};
+    unwidened[static_cast<std::size_t>(Target::kLatency)] = by_kernels[i];
+    out.assessed[i] =
+        decide_budgets(request.budgets, predictions, domain, request.domain, options, unwidened);
     // The intervals as decided on (widened outside the domain under kWiden).
     for (std::size_t t = 0; t < model.targets().size(); ++t) {
       if (const auto target = parse_target(model.targets()[t].name)) {
@@ -858,6 +895,7 @@ json screen_result_json(const ScreenResult& result, const std::vector<std::strin
             {"excluded_outside_training_domain", n.excluded_outside_domain},
             {"stage2_scored", result.pool.size()},
             {"stage2_memory_planned", n.memory_planned},
+            {"stage2_latency_by_kernels", n.latency_by_kernels},
             {"feasible", result.feasible.size()},
             {"front", result.front.size()}}},
           {"first_outside_domain", result.first_outside},
@@ -920,6 +958,7 @@ ScreenResult screen_result_from_json(const json& j, const std::string& origin) {
     r.first_outside = j.at("first_outside_domain").get<std::string>();
     // Results of carbs before stage 2 planned memory have neither.
     r.counts.memory_planned = n.value("stage2_memory_planned", std::uint64_t{0});
+    r.counts.latency_by_kernels = n.value("stage2_latency_by_kernels", std::uint64_t{0});
     r.memory_engine = j.value("memory_engine", std::string());
     r.predictions.assign(r.targets.size(), {});
     std::vector<std::pair<std::size_t, std::size_t>> ranks;  // (rank, pool index)

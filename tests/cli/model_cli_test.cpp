@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
@@ -425,6 +426,16 @@ TEST(ModelCliInput, BadTablesAreOneLineAndWriteNothing) {
 
 // A kernel model as a user builds one: carb kernels times some ResNets, carb fit --kernels fits
 // it, carb predict sums the planned kernels of configurations it never timed.
+// Times the keys' kernels briefly into `timings` (carb kernels) and fits a kernel model on them
+// into `model` (carb fit --kernels, quick options): the fit's output, or the timing's failure.
+CommandResult time_and_fit_kernels(const std::string& keys, const std::string& timings,
+                                   const std::string& model) {
+  const CommandResult timed =
+      run("kernels --keys " + keys + " --passes 2 --warmup 1 --format csv > " + timings, false);
+  if (timed.exit_code != 0) return timed;
+  return run("fit --kernels " + timings + " --threads 1 --forest-trees 8 -o " + model);
+}
+
 TEST(ModelCliInput, FitsAKernelModelAndPredictsConfigurationsByTheirKernels) {
   const std::string dir = testing::TempDir();
   const std::string timings = dir + "kernel-cli.csv";
@@ -443,11 +454,7 @@ TEST(ModelCliInput, FitsAKernelModelAndPredictsConfigurationsByTheirKernels) {
       }
     }
   }
-  const CommandResult timed =
-      run("kernels --keys " + keys + " --passes 2 --warmup 1 --format csv > " + timings, false);
-  ASSERT_EQ(timed.exit_code, 0) << timed.out;
-  const CommandResult fitted =
-      run("fit --kernels " + timings + " --threads 1 --forest-trees 8 -o " + model);
+  const CommandResult fitted = time_and_fit_kernels(keys, timings, model);
   ASSERT_EQ(fitted.exit_code, 0) << fitted.out;
   EXPECT_NE(fitted.out.find("whole-pass intervals: x/"), std::string::npos) << fitted.out;
   const nlohmann::json file = nlohmann::json::parse(std::ifstream(model));
@@ -528,6 +535,64 @@ TEST(ModelCliInput, FitsAKernelModelAndPredictsConfigurationsByTheirKernels) {
 }
 
 }  // namespace
+
+// A kernel model beside the reference model prices stage 2's latency: each candidate's is what
+// carb predict gives for it by its kernels, and the screening says so.
+TEST_F(ModelCli, ScreensWithAKernelModelPricingLatency) {
+  ASSERT_EQ(fit.exit_code, 0) << fit.out;
+  const std::string base = testing::TempDir() + "screen-kernels-" + std::to_string(::getpid());
+  const std::string keys = base + "-keys.txt", timings = base + ".csv", kernels = base + ".json",
+                    json = base + "-screen.json";
+  {
+    std::ofstream out(keys);
+    for (const char* architecture : {"basic10", "basic18", "basic26", "bottleneck14"}) {
+      for (const int resolution : {32, 48}) {
+        out << architecture << "_w0.25_nods_r" << resolution << "_b1_fp32\n";
+      }
+    }
+  }
+  const CommandResult fitted = time_and_fit_kernels(keys, timings, kernels);
+  ASSERT_EQ(fitted.exit_code, 0) << fitted.out;
+
+  const CommandResult screened =
+      run("screen --model " + model + " --kernel-model " + kernels + " --keys " + keys +
+          " --budget 'latency<=10s' --top 100 --json " + json);
+  ASSERT_EQ(screened.exit_code, 0) << screened.out;
+  EXPECT_NE(screened.out.find("  latency: 8 of 8 stage-2 candidates from the kernel model " +
+                              kernels + " ("),
+            std::string::npos)
+      << screened.out;
+  const nlohmann::json result = nlohmann::json::parse(std::ifstream(json));
+  EXPECT_EQ(result.at("kernel_model"), kernels);
+  EXPECT_EQ(result.at("counts").at("stage2_latency_by_kernels"), 8);
+  EXPECT_EQ(result.at("counts").at("stage2_scored"), 8);
+  // Each candidate's latency and interval: carb predict's by the kernels.
+  std::map<std::string, std::array<double, 3>> predicted;
+  {
+    const CommandResult out =
+        run("predict --model " + kernels + " --keys " + keys + " --format json", false);
+    ASSERT_EQ(out.exit_code, 0) << out.out;
+    for (const auto& row : nlohmann::json::parse(out.out)) {
+      predicted[row.at("key")] = {row.at("latency_ms").get<double>(),
+                                  row.at("latency_ms_low").get<double>(),
+                                  row.at("latency_ms_high").get<double>()};
+    }
+  }
+  ASSERT_EQ(predicted.size(), 8U);
+  for (const auto& candidate : result.at("candidates")) {
+    const auto& latency = candidate.at("predictions").at("latency");
+    const auto& expected = predicted.at(candidate.at("key").get<std::string>());
+    EXPECT_NEAR(latency.at("value").get<double>(), expected[0], 1e-6 * expected[0]);
+    EXPECT_NEAR(latency.at("low").get<double>(), expected[1], 1e-6 * expected[1]);
+    EXPECT_NEAR(latency.at("high").get<double>(), expected[2], 1e-6 * expected[2]);
+  }
+  // A model of measurements as the kernel model: one line, exit 2.
+  const CommandResult wrong = run("screen --model " + model + " --kernel-model " + model +
+                                  " --keys " + keys + " --budget 'latency<=10s'");
+  EXPECT_EQ(wrong.exit_code, 2) << wrong.out;
+  EXPECT_EQ(lines(wrong.out), 1) << wrong.out;
+  EXPECT_NE(wrong.out.find("the kernel model is not one"), std::string::npos) << wrong.out;
+}
 
 // Active profiling in replay mode: a model of 200 of the reference configurations refines itself
 // with measurements the reference campaign holds, and scores its shortlist against the truth.

@@ -95,6 +95,15 @@ def test_kernels_are_the_command_lines_rows(tmp_path):
     assert str(raised.value) == message and code == 2
     with pytest.raises(carb.InputError):
         carb.kernels(TINY[:1], passes=0)
+    # Rounds: one row per kernel still, each configuration's medians of its rounds.
+    rounds = carb.kernels(TINY[:2], passes=1, warmup=0, rounds=3)
+    assert list(rounds.columns) == list(frame.columns)
+    assert list(rounds["kernel"]) == list(frame["kernel"])
+    for key, group in rounds.groupby("key"):
+        assert group["share"].sum() == pytest.approx(1.0)
+    with pytest.raises(carb.InputError) as raised:
+        carb.kernels(TINY[:1], rounds=0)
+    assert raised.value.subject == "rounds"
 
 
 def test_profile_errors_are_the_command_lines(tmp_path, monkeypatch):

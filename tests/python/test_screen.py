@@ -38,6 +38,31 @@ def test_the_shortlist_is_carb_screens(cli_model, reference_db, tmp_path):
     assert f"of {len(shortlist)} shortlisted configurations have measurements" in checked.stderr
 
 
+def test_a_kernel_model_prices_the_latency_as_carb_screen_does(cli_model, tmp_path):
+    keys = [f"{a}_w0.25_nods_r{r}_b1_fp32" for a in ("basic10", "basic18", "basic26")
+            for r in (32, 48)]
+    frame = carb.kernels(keys, passes=2, warmup=1)
+    kernels = carb.fit(kernels=frame, threads=1, forest_trees=8, output=tmp_path / "k.json")
+    model = carb.load_model(cli_model)
+    shortlist, candidates = carb.screen(model, keys, budget="latency<=10s",
+                                        kernel_model=kernels, all_candidates=True)
+    assert shortlist.attrs["counts"]["latency_by_kernels"] == len(candidates) == len(keys)
+    assert json.loads(shortlist.attrs["screening"])["kernel_model"] == str(tmp_path / "k.json")
+    by_kernels = kernels.predict(list(candidates["key"]))
+    for column in ("latency_ms", "latency_ms_low", "latency_ms_high"):
+        np.testing.assert_allclose(candidates[column], by_kernels[column], rtol=1e-9)
+    keys_file = tmp_path / "keys.txt"
+    keys_file.write_text("\n".join(keys) + "\n")
+    rows = cli_json("screen", "--model", cli_model, "--kernel-model", tmp_path / "k.json",
+                    "--keys", keys_file, "--budget", "latency<=10s", "--top", 100,
+                    "--format", "json")
+    assert shortlist["key"].tolist() == [row["key"] for row in rows]
+    np.testing.assert_allclose(shortlist["latency_ms"], [row["latency_ms"] for row in rows],
+                               rtol=1e-6)
+    with pytest.raises(carb.InputError, match="the kernel model is not one"):
+        carb.screen(model, keys, kernel_model=model)
+
+
 def test_keys_a_value_by_key_and_every_candidate(cli_model):
     model = carb.load_model(cli_model)
     space = carb.load_space(SPACES / "cpu-demo.yaml")

@@ -13,6 +13,8 @@
 #include <tuple>
 
 #include "carb/backend.hpp"
+#include "carb/csv.hpp"
+#include "carb/engine_plan.hpp"
 #include "carb/error.hpp"
 #include "carb/graph.hpp"
 #include "carb/model.hpp"
@@ -409,6 +411,133 @@ TEST_F(Screening, TheDomainGuardExcludesWidensOrAllows) {
       EXPECT_LT(wide.low, plain.low);
     }
   }
+}
+
+// Kernel timings of `configs` in carb kernels' CSV form whose kernels take known times (test data,
+// not measurements): 10 us plus a microsecond per 100,000 multiply-adds.
+CsvTable known_kernel_timings(const std::vector<Config>& configs) {
+  CsvTable table;
+  table.path = "known kernels";
+  table.header = {"key", "index", "kernel", "implementation", "share", "pass_ms"};
+  const std::vector<std::string>& names = engine::kernel_feature_names();
+  table.header.insert(table.header.end(), names.begin(), names.end());
+  const auto macs =
+      static_cast<std::size_t>(std::find(names.begin(), names.end(), "macs") - names.begin());
+  const auto text = [](double v) {
+    char cell[32];
+    std::snprintf(cell, sizeof cell, "%.17g", v);
+    return std::string(cell);
+  };
+  for (const Config& config : configs) {
+    const Network network = build_network(config);
+    const engine::ExecutionPlan plan = engine::plan_execution(
+        network, engine::ResidualMode::kAccumulateInPlace, engine::OpNames::kUnnamed);
+    std::vector<std::vector<double>> features;
+    std::vector<double> times;
+    for (const engine::Op& op : plan.ops) {
+      features.push_back(engine::kernel_features(network, engine::op_layers(op)));
+      times.push_back(0.01 + features.back()[macs] / 1e8);
+    }
+    double pass = 0;
+    for (double t : times) pass += t;
+    for (std::size_t k = 0; k < times.size(); ++k) {
+      std::vector<std::string> row = {to_key(config), std::to_string(k),     "conv",
+                                      "jit:test",     text(times[k] / pass), text(pass)};
+      for (double f : features[k]) row.push_back(text(f));
+      table.rows.push_back(std::move(row));
+      table.lines.push_back(static_cast<int>(table.rows.size()) + 1);
+    }
+  }
+  return table;
+}
+
+// A kernel model prices stage 2's latency: every candidate's is the kernel model's sum, with its
+// whole-pass interval, which the training domain's widening leaves as it is (it was calibrated on
+// architectures the kernel fit never saw); a latency budget decides by it.
+TEST_F(Screening, AKernelModelPricesStageTwosLatency) {
+  std::vector<Config> timed = fitted_configs();
+  timed.resize(80);
+  const Dataset kernels_data =
+      dataset_from_kernels({known_kernel_timings(timed)}, nullptr, DriftMode::kOff);
+  const Predictor kernels = fit_kernel_model(kernels_data, fit_options(), nullptr);
+  ASSERT_TRUE(kernels.kernel_pass_interval().has_value());
+
+  CandidateSet set;
+  for (const char* key : {"basic18_w0.5_ds_r64_b1_fp32", "basic10_w0.25_nods_r32_b2_fp32",
+                          "basic18_w0.5_ds_r224_b1_fp32", "basic34_w2_ds_r96_b4_fp32",
+                          "bottleneck50_w0.5_nods_r48_b8_fp32"}) {
+    set.configs.push_back(parse_key(key));
+  }
+  const std::vector<TargetPrediction> sums = predict_by_kernels(kernels, set.configs);
+  std::vector<double> values;
+  for (const TargetPrediction& p : sums) values.push_back(p.value);
+  std::sort(values.begin(), values.end());
+  const double limit = (values[2] + values[3]) / 2;  // two of the five within it
+  char budget[64];
+  std::snprintf(budget, sizeof budget, "latency<=%.9gms", limit);
+  const std::size_t memory = 0, latency = 2;  // memory, energy, latency
+
+  // The model as its own stage-1 model: stage 1 then drops nothing as over budget by the
+  // model's latency, which the kernels' replaces.
+  ScreenRequest plain = request(budget);
+  plain.domain = DomainPolicy::kWiden;
+  const ScreenResult without = screen(*model, model, set, plain);
+  EXPECT_EQ(without.counts.latency_by_kernels, 0U);
+  ScreenRequest r = plain;
+  r.kernel_model = &kernels;
+  check_request(*model, model, r);
+  const ScreenResult with = screen(*model, model, set, r);
+  ASSERT_EQ(with.pool.size(), 5U);
+  EXPECT_EQ(with.counts.latency_by_kernels, 5U);
+  std::size_t outside = 0;
+  for (std::size_t i = 0; i < with.pool.size(); ++i) {
+    const std::size_t c = static_cast<std::size_t>(
+        std::find_if(set.configs.begin(), set.configs.end(),
+                     [&](const Config& x) { return to_key(x) == with.pool[i].key; }) -
+        set.configs.begin());
+    ASSERT_LT(c, set.configs.size());
+    const TargetPrediction& p = with.predictions[latency][i];
+    EXPECT_DOUBLE_EQ(p.value, sums[c].value) << with.pool[i].key;
+    EXPECT_DOUBLE_EQ(p.low, sums[c].low) << with.pool[i].key;
+    EXPECT_DOUBLE_EQ(p.high, sums[c].high) << with.pool[i].key;
+    // Feasible where the kernels' sum meets the budget: inside the domain by the value, outside
+    // it by the upper end (widen judges those safely, their memory widened, their latency not).
+    const bool inside = with.pool[i].domain.inside;
+    outside += inside ? 0 : 1;
+    EXPECT_EQ(with.assessed[i].feasible, (inside ? p.value : p.high) <= limit) << with.pool[i].key;
+    const auto j = static_cast<std::size_t>(
+        std::find_if(without.pool.begin(), without.pool.end(),
+                     [&](const ScreenCandidate& x) { return x.key == with.pool[i].key; }) -
+        without.pool.begin());
+    ASSERT_LT(j, without.pool.size());
+    EXPECT_DOUBLE_EQ(with.predictions[memory][i].high, without.predictions[memory][j].high);
+  }
+  EXPECT_GE(outside, 2U);
+  // The count goes through the result file.
+  const ScreenResult back = screen_result_from_json(
+      nlohmann::json::parse(screen_result_json(with, model->feature_names()).dump()), "r.json");
+  EXPECT_EQ(back.counts.latency_by_kernels, 5U);
+
+  // A kernel model screens only beside a model of measured configurations, and a model of
+  // measured configurations is not a kernel model.
+  const auto error_of = [](const Predictor& main, const Predictor* kernel) -> std::string {
+    ScreenRequest request;
+    request.kernel_model = kernel;
+    try {
+      check_request(main, nullptr, request);
+    } catch (const Error& error) {
+      EXPECT_EQ(error.category(), ErrorCategory::kInput);
+      return error.what();
+    }
+    return "no error";
+  };
+  EXPECT_NE(error_of(kernels, nullptr).find("give the kernel model beside it"), std::string::npos)
+      << error_of(kernels, nullptr);
+  EXPECT_NE(error_of(*model, model)
+                .find("the kernel model is not one: its feature schema is " +
+                      std::string(kArchitectureSchema)),
+            std::string::npos)
+      << error_of(*model, model);
 }
 
 TEST_F(Screening, AValueFileGivesValuesByConfigurationOrNetworkKey) {
