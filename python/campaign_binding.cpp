@@ -91,7 +91,11 @@ void bind_campaign(py::module_& m) {
         for_each_kernel_column(Network{}, KernelTime{}, 0, [&](std::string_view name, const auto&) {
           names.emplace_back(name);
         });
-        names.insert(names.end(), {"pass_ms", "drift_probe", "probe_ms"});
+        names.insert(names.end(),
+                     {"pass_ms", "drift_probe", "probe_ms", "device", "device_name", "instance"});
+        const DeviceIdentity identity = identify_device(device);
+        const std::optional<std::string> instance =
+            identity.instance.empty() ? std::nullopt : std::optional(identity.instance);
         std::vector<std::vector<Value>> rows;
         std::vector<Config> configs;
         configs.reserve(keys.size());
@@ -114,6 +118,7 @@ void bind_campaign(py::module_& m) {
                   row.emplace_back(times.pass_median_ms);
                   row.emplace_back(probe_key);
                   row.emplace_back(times.probe_ms);
+                  row.insert(row.end(), {identity.fingerprint, identity.name, instance});
                   rows.push_back(std::move(row));
                 }
               });

@@ -171,6 +171,18 @@ void profile_kernels(const std::vector<Config>& configs, const std::string& devi
                      const std::optional<KernelDriftProbe>& probe,
                      const std::function<void(const Network&, const KernelBreakdown&)>& each);
 
+/// A device of this machine as a campaign records it: what kernel timings carry so that a kernel
+/// model knows its device and host.
+struct DeviceIdentity {
+  std::string fingerprint;  ///< the host's and the engine's (a store's device fingerprint)
+  std::string name;         ///< the hardware model, e.g. "AMD EPYC 7B13"
+  std::string instance;     ///< this host's instance (machine:boot id); "" where unreadable
+};
+
+/// The identity of `device` (a device id, e.g. "cpu") on this machine. Throws carb::Error (usage)
+/// for an unknown device, as profile_kernels does.
+[[nodiscard]] DeviceIdentity identify_device(const std::string& device);
+
 /// How long a claim of a campaign measuring under `protocol` holds before another process may
 /// take it over (ResumePolicy::claim_timeout): twice the worker timeout plus a minute, longer
 /// than one measurement can take.

@@ -209,8 +209,11 @@ Dataset dataset_from_table(const CsvTable& table, const TableSpec& spec);
 /// probe_ms, per table: one configuration timed in two tables was timed at two moments) over
 /// the median of every configuration's, when every row has one of one probe
 /// configuration (auto), the same or an error saying which row has not (on), or never (off).
-/// Throws carb::Error (input) with file:line:column on a missing column, a kernel that names no
-/// IR layers (no features) or a cell that is not a number.
+/// The device is the timings' (their device, device_name and instance columns: data's
+/// device_fingerprint, device_name, row_instance and instances; timings of carbs before them
+/// have none, and their rows' instance is unrecorded, ""). Throws carb::Error (input) with
+/// file:line:column on a missing column, a kernel that names no IR layers (no features), a cell
+/// that is not a number, or a row timed on another device than an earlier row.
 Dataset dataset_from_kernels(const std::vector<CsvTable>& tables,
                              std::vector<std::string>* notes = nullptr,
                              DriftMode drift = DriftMode::kAuto);

@@ -481,6 +481,17 @@ void profile_kernels_once(const std::vector<Config>& configs, const std::string&
 
 }  // namespace
 
+DeviceIdentity identify_device(const std::string& device_name) {
+  const auto backends = campaign_detail::backends_for(device_name);
+  const Device& device = campaign_detail::find_device(backends, device_name);
+  const HostInfo host = read_host_info();
+  DeviceIdentity identity;
+  identity.fingerprint = campaign_detail::fingerprint_of(device.info(), host);
+  identity.name = device.info().name;
+  identity.instance = host_instance(host);
+  return identity;
+}
+
 void profile_kernels(const std::vector<Config>& configs, const std::string& device_name,
                      std::uint64_t seed, int warmup_passes, int passes, int rounds,
                      const std::optional<KernelDriftProbe>& probe,

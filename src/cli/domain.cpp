@@ -78,7 +78,9 @@ std::string host_difference(const Predictor& model, const std::string& model_pat
 }
 
 std::string this_machine_note(const Predictor& model, const std::string& model_path) {
-  if (model.schema() != kArchitectureSchema) return "";
+  // A model of a device: of measurements, or of kernel timings that recorded their device.
+  const bool of_kernels = model.schema() == kKernelSchema && !model.device_fingerprint().empty();
+  if (model.schema() != kArchitectureSchema && !of_kernels) return "";
   std::string fingerprint;
   try {
     fingerprint = device_fingerprint(read_host_info());

@@ -103,7 +103,10 @@ void run_kernels(const KernelsOptions& options) {
   std::vector<std::string> columns = {"key", "index"};
   for_each_kernel_column(Network{}, KernelTime{}, 0,
                          [&](std::string_view name, const auto&) { columns.emplace_back(name); });
-  columns.insert(columns.end(), {"pass_ms", "drift_probe", "probe_ms"});
+  columns.insert(columns.end(),
+                 {"pass_ms", "drift_probe", "probe_ms", "device", "device_name", "instance"});
+  // What a kernel model fitted on these timings knows of its device and host.
+  const DeviceIdentity identity = identify_device(options.device);
   const double every_s = parse_duration_s(options.drift_every);
   std::optional<KernelDriftProbe> probe;
   if (const std::optional<Config> config = drift_probe_of(options.drift_probe, every_s)) {
@@ -125,6 +128,9 @@ void run_kernels(const KernelsOptions& options) {
                       row.emplace_back(times.pass_median_ms);
                       row.push_back(probe_key);
                       row.push_back(cell_of(times.probe_ms));
+                      row.insert(row.end(), {identity.fingerprint, identity.name,
+                                             identity.instance.empty() ? Cell(kNull)
+                                                                       : Cell(identity.instance)});
                       writer->row(row);
                     }
                     if (times.passes > options.passes * options.rounds) {

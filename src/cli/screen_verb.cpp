@@ -79,6 +79,26 @@ void report_screen(const ScreenCommand& command, const ScreenSetup& setup,
   if (const std::string note = this_machine_note(model, command.model); !note.empty()) {
     std::cerr << note << "\n";
   }
+  if (setup.kernel_model != nullptr) {
+    // Which device and host timed the kernels, against those that measured the model's data.
+    const Predictor& kernels = *setup.kernel_model;
+    const std::string what = "the kernel timings of " + command.kernel_model;
+    std::string note;
+    if (kernels.device_fingerprint().empty()) {
+      note = "note: " + what +
+             " do not record their device (a carb before they did timed them): they are taken "
+             "to be of " +
+             model.device_name() + ", " + command.model + "'s device";
+    } else if (kernels.device_fingerprint() != model.device_fingerprint()) {
+      note = "note: " + what + " ran on " + kernels.device_name() + ", not on " + command.model +
+             "'s device (" + model.device_name() +
+             ", another device fingerprint): stage 2's latency is of the kernels' device, "
+             "memory and energy of the model's";
+    } else {
+      note = host_difference(model, command.model, kernels.device_instances(), what);
+    }
+    if (!note.empty()) std::cerr << note << "\n";
+  }
   const bool source = setup.stage1 != nullptr;
   const double tail = (1 - (source ? *setup.stage1 : model).coverage()) / 2;
 

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -682,8 +683,20 @@ Dataset dataset_from_kernels(const std::vector<CsvTable>& tables, std::vector<st
   };
   std::size_t configurations = 0;
   std::set<std::string> unoptimised;  // configurations that ran a reference kernel
+  // The device the timings ran on (carb kernels' device columns; timings of carbs before them
+  // have none), where the first row of it was, and each kept row's host instance.
+  std::string device, device_name, device_at;
+  std::vector<std::string> row_instance;
   for (std::size_t t = 0; t < tables.size(); ++t) {
     const CsvTable& table = tables[t];
+    const auto optional_column = [&](std::string_view name) -> std::optional<std::size_t> {
+      const auto at = std::find(table.header.begin(), table.header.end(), name);
+      if (at == table.header.end()) return std::nullopt;
+      return static_cast<std::size_t>(at - table.header.begin());
+    };
+    const std::optional<std::size_t> device_column = optional_column("device");
+    const std::optional<std::size_t> name_column = optional_column("device_name");
+    const std::optional<std::size_t> instance_column = optional_column("instance");
     const std::size_t key = table.column("key");
     const std::size_t index = table.column("index");
     const std::size_t kernel = table.column("kernel");
@@ -707,6 +720,23 @@ Dataset dataset_from_kernels(const std::vector<CsvTable>& tables, std::vector<st
       const auto where = [&](std::size_t column) {
         return table.path + ":" + std::to_string(table.lines[r]) + ":" + std::to_string(column + 1);
       };
+      if (device_column && !row[*device_column].empty()) {
+        if (device.empty()) {
+          device = row[*device_column];
+          device_at = where(*device_column);
+          if (name_column) device_name = row[*name_column];
+        } else if (row[*device_column] != device) {
+          std::string message = where(*device_column);
+          message.append(": timed on ")
+              .append(row[*device_column])
+              .append(", where ")
+              .append(device_at)
+              .append(" was timed on ")
+              .append(device)
+              .append(": a kernel model is of one device; fit each device's timings apart");
+          throw Error(ErrorCategory::kInput, message);
+        }
+      }
       const double part = number_at(table, r, share) * number_at(table, r, pass) /
                           (correction.applied ? factor_of[t].at(row[key]) : 1.0);
       if (std::isnan(part) || part < 0) {
@@ -734,6 +764,7 @@ Dataset dataset_from_kernels(const std::vector<CsvTable>& tables, std::vector<st
       merged.rows.push_back(std::move(values));
       merged.lines.push_back(static_cast<int>(merged.rows.size()));
       ids.push_back(row[key] + " kernel " + row[index]);
+      row_instance.push_back(instance_column ? row[*instance_column] : std::string());
       previous_key = row[key];
       previous = part;
     }
@@ -756,6 +787,10 @@ Dataset dataset_from_kernels(const std::vector<CsvTable>& tables, std::vector<st
   data.targets.front().unit = "ms";
   data.ids = std::move(ids);
   data.drift = correction;
+  data.device_fingerprint = device;
+  data.device_name = device_name.empty() ? "an unrecorded device" : device_name;
+  for (const std::string& instance : row_instance) ++data.instances[instance];
+  data.row_instance = std::move(row_instance);
   return data;
 }
 

@@ -223,15 +223,15 @@ void check_request(const Predictor& model, const Predictor* stage1, ScreenReques
   if (model.schema() == kKernelSchema) {
     throw Error(ErrorCategory::kInput,
                 "a kernel model prices latency only: screen with a model of measured "
-                "configurations and give the kernel model beside it (carb screen "
-                "--kernel-model), which then prices stage 2's latency");
+                "configurations and give the kernel model beside it, to price stage 2's "
+                "latency");
   }
   if (request.kernel_model != nullptr) {
     if (request.kernel_model->schema() != kKernelSchema) {
       throw Error(ErrorCategory::kInput, "the kernel model is not one: its feature schema is " +
                                              request.kernel_model->schema() + ", not " +
                                              std::string(kKernelSchema) +
-                                             " (carb fit --kernels fits one)");
+                                             " (a kernel model is fitted on kernel timings)");
     }
     if (target_index(model, Target::kLatency) == std::string::npos) {
       throw Error(ErrorCategory::kInput,

@@ -439,5 +439,61 @@ TEST(KernelModel, AStepCountsInItsKernelAndAKernelWithoutFeaturesIsAnInputErrorA
   }
 }
 
+// `text` (kernel_timings') with carb kernels' device columns: every row timed on `device` of host
+// instance `instance`.
+std::string with_device(const std::string& text, const std::string& device,
+                        const std::string& instance) {
+  std::istringstream in(text);
+  std::ostringstream out;
+  std::string line;
+  std::getline(in, line);
+  out << line << ",device,device_name,instance\n";
+  while (std::getline(in, line))
+    out << line << "," << device << ",CPU " << device << "," << instance << "\n";
+  return out.str();
+}
+
+TEST(KernelModel, KnowsTheDeviceAndHostsItsTimingsRanOnAndNeverMixesDevices) {
+  const std::vector<Config> one = half_width({"basic10"});
+  const std::vector<Config> two = half_width({"basic18"});
+  const std::string a = with_device(kernel_timings(one, made_up_ms), "fp-a", "aaaa:1111");
+  const std::string b = with_device(kernel_timings(two, made_up_ms), "fp-a", "bbbb:2222");
+  const Dataset data = dataset_from_kernels({parse_csv(a, "a.csv"), parse_csv(b, "b.csv")});
+  EXPECT_EQ(data.device_fingerprint, "fp-a");
+  EXPECT_EQ(data.device_name, "CPU fp-a");
+  const std::size_t rows_a = std::count(a.begin(), a.end(), '\n') - 1;
+  ASSERT_EQ(data.row_instance.size(), data.rows());
+  EXPECT_EQ(data.row_instance.front(), "aaaa:1111");
+  EXPECT_EQ(data.row_instance.back(), "bbbb:2222");
+  EXPECT_EQ(data.instances.at("aaaa:1111"), rows_a);
+  EXPECT_EQ(data.instances.at("bbbb:2222"), data.rows() - rows_a);
+  FitOptions options;
+  options.threads = 1;
+  options.forest_trees = 4;
+  options.baselines = false;
+  const Predictor model = fit_kernel_model(data, options, nullptr);
+  EXPECT_EQ(model.device_fingerprint(), "fp-a");
+  EXPECT_EQ(model.device_instances(), data.instances);
+
+  // Timings of another device: an error at the first row of it, naming where the first was.
+  const std::string other = with_device(kernel_timings(two, made_up_ms), "fp-b", "bbbb:2222");
+  const std::size_t column = engine::kernel_feature_names().size() + 7;
+  try {
+    (void)dataset_from_kernels({parse_csv(a, "a.csv"), parse_csv(other, "b.csv")});
+    ADD_FAILURE() << "no error";
+  } catch (const Error& error) {
+    EXPECT_EQ(std::string(error.what()),
+              "b.csv:2:" + std::to_string(column) +
+                  ": timed on fp-b, where a.csv:2:" + std::to_string(column) +
+                  " was timed on fp-a: a kernel model is of one device; fit each device's "
+                  "timings apart");
+  }
+  // Timings of carbs before the columns: no device, every row's instance unrecorded.
+  const Dataset old = dataset_from_kernels({parse_csv(kernel_timings(one, made_up_ms), "o.csv")});
+  EXPECT_EQ(old.device_fingerprint, "");
+  EXPECT_EQ(old.instances.size(), 1u);
+  EXPECT_EQ(old.instances.count(""), 1u);
+}
+
 }  // namespace
 }  // namespace carb
