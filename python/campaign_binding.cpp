@@ -88,12 +88,13 @@ void bind_campaign(py::module_& m) {
         using Value = std::variant<std::string, std::int64_t, double, std::optional<std::string>,
                                    std::optional<std::int64_t>, std::optional<double>>;
         std::vector<std::string> names = {"key", "index"};
-        for_each_kernel_column(Network{}, KernelTime{}, 0, [&](std::string_view name, const auto&) {
-          names.emplace_back(name);
-        });
+        for_each_kernel_column(
+            Network{}, KernelTime{}, 0, engine::KernelEngine::kCarb,
+            [&](std::string_view name, const auto&) { names.emplace_back(name); });
         names.insert(names.end(),
                      {"pass_ms", "drift_probe", "probe_ms", "device", "device_name", "instance"});
         const DeviceIdentity identity = identify_device(device);
+        const engine::KernelEngine kernel_engine = kernel_engine_of(identity.fingerprint);
         const std::optional<std::string> instance =
             identity.instance.empty() ? std::nullopt : std::optional(identity.instance);
         std::vector<std::vector<Value>> rows;
@@ -113,7 +114,7 @@ void bind_campaign(py::module_& m) {
                 for (std::size_t k = 0; k < times.kernels.size(); ++k) {
                   std::vector<Value> row = {to_key(network.config), static_cast<std::int64_t>(k)};
                   for_each_kernel_column(
-                      network, times.kernels[k], sum_ms,
+                      network, times.kernels[k], sum_ms, kernel_engine,
                       [&](std::string_view, const auto& value) { row.emplace_back(value()); });
                   row.emplace_back(times.pass_median_ms);
                   row.emplace_back(probe_key);

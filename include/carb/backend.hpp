@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "carb/engine_plan.hpp"
 #include "carb/graph.hpp"
 #include "carb/space.hpp"
 
@@ -63,6 +64,15 @@ std::string engine_fingerprint(const DeviceInfo& info);
 /// The engine part of a device fingerprint (everything after the host's part, without its
 /// leading '|'); the whole text when it has no '|'.
 std::string engine_part(const std::string& device_fingerprint);
+
+/// The backend that runs a device fingerprint's engine: "torch" where the engine's library is
+/// PyTorch (a cpu device whose library is "PyTorch ..."), else the engine's kind ("cpu", "cuda");
+/// empty for an empty fingerprint.
+std::string engine_backend(const std::string& device_fingerprint);
+
+/// The kernels a device fingerprint's engine runs: PyTorch's where engine_backend says "torch",
+/// else carb's engine's (timings without a device were all of carb's engine).
+engine::KernelEngine kernel_engine_of(const std::string& device_fingerprint);
 
 /// How a session runs where a device offers a choice; a device ignores what it does not offer
 /// (the CPU engine offers none of these).

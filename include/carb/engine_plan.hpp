@@ -53,16 +53,24 @@ struct Op {
 /// The IR layers `op` computes: its anchor, then the batch norm and the activation fused into it.
 std::vector<int> op_layers(const Op& op);
 
+/// Whose kernels: carb's CPU engine's (its execution plan's ops) or PyTorch's (one ATen operator
+/// per IR layer, the PyTorch backend's).
+enum class KernelEngine { kCarb, kTorch };
+
 /// The kernel-level latency model's features of one kernel (docs/onnx.md, "Kernel model"), the
 /// one definition that `carb kernels` writes beside each kernel's time and that predicting from
 /// a network's execution plan computes: bytes read and written, weight bytes, MACs and their
 /// ratio to bytes, batch, channels, spatial sizes, window, stride, groups, the number of inputs,
 /// the kind of kernel (one-hot: pointwise, dense, stem, depthwise or grouped conv, fc, pools,
-/// batch norm, eltwise, add, mul, concat, shuffle, slice) and the activation fused into it.
+/// batch norm, eltwise, add, mul, concat, shuffle, slice), the activation fused into it, and
+/// whether PyTorch runs it on its native path rather than oneDNN (is_torch_native: a float32
+/// conv torch_runs_natively says so of, on PyTorch's kernels; 0 on carb's engine, which runs
+/// every conv on oneDNN).
 const std::vector<std::string>& kernel_feature_names();
 /// Values in kernel_feature_names()'s order for the kernel that computes `layers` of `network`
-/// (op_layers' order: the anchor first); empty for no layers.
-std::vector<double> kernel_features(const Network& network, const std::vector<int>& layers);
+/// (op_layers' order: the anchor first) on `engine`; empty for no layers.
+std::vector<double> kernel_features(const Network& network, const std::vector<int>& layers,
+                                    KernelEngine engine = KernelEngine::kCarb);
 
 /// One activation buffer: a tensor and every tensor written over it in place.
 struct Value {

@@ -180,6 +180,12 @@ inline constexpr int kLayerClassCount = 20;
 std::string_view to_string(LayerClass layer_class);
 /// The class of layer `layer` of `network`.
 LayerClass layer_class_of(const Network& network, const Layer& layer);
+/// Whether PyTorch 1.13 on the CPU, with more than one thread, runs conv `layer` of `network` on
+/// its native path (thnn or slow_conv2d) rather than oneDNN, in float32: ConvParams::use_mkldnn
+/// in ATen's Convolution.cpp declines oneDNN for one group, a kernel not wider and taller than 3,
+/// batch 1 and at most 20480 input elements, "for some case, native is faster". False for any
+/// other layer; the precision is the caller's to check.
+bool torch_runs_natively(const Network& network, const Layer& layer);
 
 /// Totals of the layers of one class, for one forward pass of the whole batch.
 struct LayerClassTotals {

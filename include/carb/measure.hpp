@@ -145,11 +145,12 @@ struct KernelBreakdown {
 /// KernelInfo::layers; nullopt where the kernel names none): kind, class, input_shape,
 /// output_shape, window, stride, groups; macs and params of every layer it computes; median_ms,
 /// and share: its part of `kernels_ms`, the sum of its pass's kernels; then the kernel model's
-/// features (engine::kernel_feature_names). Calls `column(name, value)`: `value()` gives
+/// features (engine::kernel_feature_names) as `engine` runs the kernel (a device's:
+/// kernel_engine_of). Calls `column(name, value)`: `value()` gives
 /// std::string, double or std::optional of std::string, std::int64_t or double.
 template <typename Column>
 void for_each_kernel_column(const Network& network, const KernelTime& time, double kernels_ms,
-                            Column&& column) {
+                            engine::KernelEngine engine, Column&& column) {
   const std::vector<int>& layers = time.kernel.layers;
   const Layer* anchor =
       layers.empty() ? nullptr : &network.layers[static_cast<std::size_t>(layers.front())];
@@ -191,7 +192,7 @@ void for_each_kernel_column(const Network& network, const KernelTime& time, doub
   column(std::string_view("share"),
          [&] { return kernels_ms > 0 ? time.median_ms / kernels_ms : 0.0; });
   // The features not already a column above (macs, window, stride, groups are, of equal value).
-  const std::vector<double> features = engine::kernel_features(network, layers);
+  const std::vector<double> features = engine::kernel_features(network, layers, engine);
   const std::vector<std::string>& feature_names = engine::kernel_feature_names();
   for (std::size_t f = 0; f < feature_names.size(); ++f) {
     const std::string& name = feature_names[f];

@@ -137,8 +137,9 @@ using AdditiveParts = std::array<double, kAdditivePartCount>;
 /// prepare_peak_bytes); "carb-ir-5" the MACs PyTorch runs off oneDNN (torch_native_macs). A
 /// model of another schema must be refitted.
 inline constexpr std::string_view kArchitectureSchema = "carb-ir-5";
-/// The feature schema of a kernel model (dataset_from_kernels): one row per kernel of carb's CPU
-/// engine, the features engine::kernel_features, the target the kernel's part of a whole pass.
+/// The feature schema of a kernel model (dataset_from_kernels): one row per kernel of the engine
+/// that timed it (carb's CPU engine, or PyTorch's), the features engine::kernel_features, the
+/// target the kernel's part of a whole pass.
 inline constexpr std::string_view kKernelSchema = "kernels";
 /// The architecture-only feature names of schema kArchitectureSchema.
 const std::vector<std::string>& architecture_feature_names();
@@ -197,7 +198,8 @@ TargetInfo parse_table_target(std::string_view text);
 /// a value that is not a number, or a negative or NaN target.
 Dataset dataset_from_table(const CsvTable& table, const TableSpec& spec);
 /// A kernel model's dataset (schema kKernelSchema) from `carb kernels --format csv` outputs: one
-/// row per kernel of the CPU engine's execution plan, its features the columns named by
+/// row per kernel the device ran (an op of carb's CPU engine's execution plan, or one of
+/// PyTorch's ATen operators, one per IR layer), its features the columns named by
 /// engine::kernel_feature_names(), its target ("latency", ms) the kernel's part of its whole
 /// pass (share x pass_ms), so that a network's kernels predicted and summed estimate its pass.
 /// An eltwise step run after its kernel (a name ending "(step)") counts in that kernel's row, as
@@ -731,10 +733,13 @@ FeatureRows table_feature_rows(const Predictor& model, const CsvTable& table);
                                          FitReport* report);
 
 /// Latency of each configuration predicted by a kernel model (schema kKernelSchema): every kernel
-/// of carb's CPU engine's execution plan for it (engine::plan_execution) predicted from its
-/// features, and summed; its interval the model's whole-pass interval about the sum
+/// the model's engine runs for it predicted from its features, and summed. The engine is the
+/// model's device's (engine_backend of its fingerprint): carb's CPU engine runs the ops of its
+/// execution plan (engine::plan_execution), as do timings without a device; PyTorch runs one
+/// ATen operator per IR layer. Its interval is the model's whole-pass interval about the sum
 /// (fit_kernel_model), or where it has none its kernels' bounds summed. One prediction per
-/// configuration. Throws carb::Error (usage) when `model` is not a kernel model.
+/// configuration. Throws carb::Error (usage) when `model` is not a kernel model, or is of an
+/// engine whose kernels carb does not know (CUDA's).
 std::vector<TargetPrediction> predict_by_kernels(const Predictor& model,
                                                  const std::vector<Config>& configs);
 

@@ -36,6 +36,18 @@ std::string engine_part(const std::string& device_fingerprint) {
   return bar == std::string::npos ? device_fingerprint : device_fingerprint.substr(bar + 1);
 }
 
+std::string engine_backend(const std::string& device_fingerprint) {
+  const std::string engine = engine_part(device_fingerprint);
+  const std::size_t bar = engine.find('|');
+  if (bar != std::string::npos && engine.compare(bar + 1, 8, "PyTorch ") == 0) return "torch";
+  return engine.substr(0, bar);
+}
+
+engine::KernelEngine kernel_engine_of(const std::string& device_fingerprint) {
+  return engine_backend(device_fingerprint) == "torch" ? engine::KernelEngine::kTorch
+                                                       : engine::KernelEngine::kCarb;
+}
+
 Support support_for(const Config& config, const DeviceInfo& info) {
   if (const std::string why = invalid_reason(config); !why.empty()) {
     return Support::no("invalid configuration: " + why);

@@ -101,12 +101,13 @@ void run_kernels(const KernelsOptions& options) {
                                           : std::vector<Config>{onnx_config(options.onnx)};
   const Format format = parse_format(options.format);
   std::vector<std::string> columns = {"key", "index"};
-  for_each_kernel_column(Network{}, KernelTime{}, 0,
+  for_each_kernel_column(Network{}, KernelTime{}, 0, engine::KernelEngine::kCarb,
                          [&](std::string_view name, const auto&) { columns.emplace_back(name); });
   columns.insert(columns.end(),
                  {"pass_ms", "drift_probe", "probe_ms", "device", "device_name", "instance"});
   // What a kernel model fitted on these timings knows of its device and host.
   const DeviceIdentity identity = identify_device(options.device);
+  const engine::KernelEngine kernel_engine = kernel_engine_of(identity.fingerprint);
   const double every_s = parse_duration_s(options.drift_every);
   std::optional<KernelDriftProbe> probe;
   if (const std::optional<Config> config = drift_probe_of(options.drift_probe, every_s)) {
@@ -121,7 +122,7 @@ void run_kernels(const KernelsOptions& options) {
                     const std::string key = to_key(network.config);
                     for (std::size_t k = 0; k < times.kernels.size(); ++k) {
                       std::vector<Cell> row = {key, static_cast<std::int64_t>(k)};
-                      for_each_kernel_column(network, times.kernels[k], sum_ms,
+                      for_each_kernel_column(network, times.kernels[k], sum_ms, kernel_engine,
                                              [&](std::string_view, const auto& value) {
                                                row.push_back(cell_of(value()));
                                              });

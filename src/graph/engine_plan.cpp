@@ -437,12 +437,14 @@ const std::vector<std::string>& kernel_feature_names() {
     for (const LayerKind kind : kFusedActivations) {
       list.push_back("fused_" + std::string(to_string(kind)));
     }
+    list.emplace_back("is_torch_native");
     return list;
   }();
   return names;
 }
 
-std::vector<double> kernel_features(const Network& network, const std::vector<int>& layers) {
+std::vector<double> kernel_features(const Network& network, const std::vector<int>& layers,
+                                    KernelEngine engine) {
   if (layers.empty()) return {};
   const auto layer_at = [&](int index) -> const Layer& {
     return network.layers[static_cast<std::size_t>(index)];
@@ -489,6 +491,12 @@ std::vector<double> kernel_features(const Network& network, const std::vector<in
   for (const LayerKind kind : kFusedActivations) {
     values.push_back(fused && last.kind == kind ? 1.0 : 0.0);
   }
+  // A separate kind for the additive prior (an is_ column): costs of its own on top of its conv
+  // kind's, which PyTorch's native path pays 20-40 times over (docs/torch.md).
+  values.push_back(engine == KernelEngine::kTorch && network.config.precision == Precision::kFp32 &&
+                           torch_runs_natively(network, anchor)
+                       ? 1.0
+                       : 0.0);
   return values;
 }
 

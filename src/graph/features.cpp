@@ -223,17 +223,6 @@ std::array<std::int64_t, 2> staged_peak_bytes(const Network& network) {
   return peak;
 }
 
-// Whether PyTorch 1.13 on the CPU, with more than one thread, runs a float32 conv on its native
-// path (thnn or slow_conv2d) rather than oneDNN: ConvParams::use_mkldnn in ATen's Convolution.cpp
-// declines oneDNN for one group, a kernel not wider and taller than 3, batch 1 and at most 20480
-// input elements, "for some case, native is faster". The precision is scale's to check.
-bool torch_runs_natively(const Network& network, const Layer& layer) {
-  constexpr std::int64_t kMaxNativeInputElements = 20480;
-  const Shape& in = network.tensors[static_cast<std::size_t>(layer.inputs[0])];
-  return layer.groups == 1 && layer.kernel <= 3 && in.n == 1 &&
-         in.elements() <= kMaxNativeInputElements;
-}
-
 Profile profile_of(const Network& network, ArenaMemo& memo) {
   Profile profile;
   for (const Layer& layer : network.layers) {
@@ -319,6 +308,13 @@ Features scale(const Profile& profile, std::int64_t batch_scale, Precision preci
 }
 
 }  // namespace
+
+bool torch_runs_natively(const Network& network, const Layer& layer) {
+  constexpr std::int64_t kMaxNativeInputElements = 20480;
+  const Shape& in = network.tensors[static_cast<std::size_t>(layer.inputs[0])];
+  return layer.kind == LayerKind::kConv && layer.groups == 1 && layer.kernel <= 3 && in.n == 1 &&
+         in.elements() <= kMaxNativeInputElements;
+}
 
 Features compute_features(const Network& network) {
   ArenaMemo memo;

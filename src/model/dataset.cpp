@@ -10,6 +10,7 @@
 #include <set>
 #include <sstream>
 
+#include "carb/backend.hpp"
 #include "carb/engine_plan.hpp"
 #include "carb/error.hpp"
 #include "carb/model.hpp"
@@ -709,9 +710,16 @@ Dataset dataset_from_kernels(const std::vector<CsvTable>& tables, std::vector<st
     configurations += keys.size();
     const std::size_t share = table.column("share");
     const std::size_t pass = table.column("pass_ms");
+    // is_torch_native came after the others: timings of carb's engine from carbs before it lack
+    // it, and there it is 0 (carb's engine runs every conv on oneDNN); PyTorch's must have it.
+    constexpr std::string_view kNative = "is_torch_native";
+    const std::optional<std::size_t> native_column = optional_column(kNative);
     std::vector<std::size_t> feature_columns;
     feature_columns.reserve(features.size());
-    for (const std::string& name : features) feature_columns.push_back(table.column(name));
+    for (const std::string& name : features) {
+      feature_columns.push_back(name == kNative && !native_column ? table.header.size()
+                                                                  : table.column(name));
+    }
     double previous = 0;  // the last kernel row's target
     std::string previous_key;
     for (std::size_t r = 0; r < table.rows.size(); ++r) {
@@ -749,8 +757,20 @@ Dataset dataset_from_kernels(const std::vector<CsvTable>& tables, std::vector<st
         merged.rows.back().back() = cell(previous);
         continue;
       }
+      if (!native_column && device_column && engine_backend(row[*device_column]) == "torch") {
+        std::string message = table.path + ":" + std::to_string(table.lines[r]) + ": timed on ";
+        message.append(row[*device_column])
+            .append(" without the column ")
+            .append(kNative)
+            .append(": PyTorch's kernels need it; time them again with this carb");
+        throw Error(ErrorCategory::kInput, message);
+      }
       std::vector<std::string> values;
       for (const std::size_t column : feature_columns) {
+        if (column == table.header.size()) {  // is_torch_native of carb's engine
+          values.push_back(cell(0));
+          continue;
+        }
         const double value = number_at(table, r, column);
         if (std::isnan(value)) {
           throw Error(ErrorCategory::kInput,

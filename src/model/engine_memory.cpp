@@ -32,13 +32,7 @@ std::unique_ptr<EngineMemoryPlanner> EngineMemoryPlanner::for_model(const Predic
   }
   if (state->memory_target == model.targets().size()) return fail("no memory target");
   state->engine = engine_part(model.device_fingerprint());
-  // The backend that runs the engine: its kind's (cpu, cuda), or the PyTorch backend's, whose
-  // device is a cpu with PyTorch as its library ("cpu|PyTorch 1.13.0 (...)|...").
-  const std::size_t bar = state->engine.find('|');
-  const std::string kind =
-      state->engine.compare(bar == std::string::npos ? 0 : bar + 1, 8, "PyTorch ") == 0
-          ? "torch"
-          : state->engine.substr(0, bar);
+  const std::string kind = engine_backend(model.device_fingerprint());
   try {
     state->backend = make_backend_for(kind);
     for (const auto& device : state->backend->devices()) {

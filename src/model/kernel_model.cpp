@@ -8,6 +8,7 @@
 #include <random>
 #include <set>
 
+#include "carb/backend.hpp"
 #include "carb/engine_plan.hpp"
 #include "carb/error.hpp"
 #include "carb/model.hpp"
@@ -101,6 +102,18 @@ std::vector<TargetPrediction> predict_by_kernels(const Predictor& model,
                                            model.schema() + ", not " + std::string(kKernelSchema) +
                                            ")");
   }
+  // The kernels of the engine that timed the model's rows: carb's CPU engine runs its execution
+  // plan's ops, PyTorch one ATen operator per IR layer (its session's kernels()). Timings of
+  // carbs before the device columns have no fingerprint: carb's engine was the only one timed.
+  const std::string backend = engine_backend(model.device_fingerprint());
+  if (!backend.empty() && backend != "cpu" && backend != "torch") {
+    throw Error(ErrorCategory::kUsage,
+                "a kernel model of a " + backend + " device (" + model.device_name() +
+                    "): carb knows the kernels of its CPU engine and of PyTorch's, not of the " +
+                    backend + " engine's");
+  }
+  const engine::KernelEngine kernel_engine = kernel_engine_of(model.device_fingerprint());
+  const bool per_layer = kernel_engine == engine::KernelEngine::kTorch;
   // Every configuration's planned kernels as rows of a table of their features, by name.
   CsvTable table;
   table.path = "planned kernels";
@@ -110,11 +123,19 @@ std::vector<TargetPrediction> predict_by_kernels(const Predictor& model,
   char text[32];
   for (std::size_t c = 0; c < configs.size(); ++c) {
     const Network network = build_network(configs[c]);
-    const engine::ExecutionPlan plan = engine::plan_execution(
-        network, engine::ResidualMode::kAccumulateInPlace, engine::OpNames::kUnnamed);
-    for (const engine::Op& op : plan.ops) {
+    std::vector<std::vector<int>> kernel_layers;  // each kernel's IR layers, its anchor first
+    if (per_layer) {
+      for (std::size_t i = 0; i < network.layers.size(); ++i) {
+        kernel_layers.push_back({static_cast<int>(i)});
+      }
+    } else {
+      const engine::ExecutionPlan plan = engine::plan_execution(
+          network, engine::ResidualMode::kAccumulateInPlace, engine::OpNames::kUnnamed);
+      for (const engine::Op& op : plan.ops) kernel_layers.push_back(engine::op_layers(op));
+    }
+    for (const std::vector<int>& layers : kernel_layers) {
       std::vector<std::string> row;
-      for (const double value : engine::kernel_features(network, engine::op_layers(op))) {
+      for (const double value : engine::kernel_features(network, layers, kernel_engine)) {
         std::snprintf(text, sizeof text, "%.17g", value);
         row.emplace_back(text);
       }

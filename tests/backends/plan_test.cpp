@@ -467,5 +467,30 @@ TEST(KernelFeatures, DescribeEachOpOfThePlan) {
   EXPECT_TRUE(kernel_features(network, {}).empty());
 }
 
+// Whether PyTorch runs a conv on its native path (is_torch_native): a batch-1, ungrouped conv of
+// window 3 or less on at most 20,480 input values, in float32, of PyTorch's kernels only.
+TEST(KernelFeatures, SayWhichConvsPyTorchRunsOnItsNativePath) {
+  const auto native = [](const std::string& key, const std::string& layer, KernelEngine engine) {
+    const Network network = build_network(parse_key(key));
+    for (std::size_t i = 0; i < network.layers.size(); ++i) {
+      if (layer_name(network.layers[i]) == layer) {
+        return feature(kernel_features(network, {static_cast<int>(i)}, engine), "is_torch_native");
+      }
+    }
+    ADD_FAILURE() << layer << " not in " << key;
+    return -1.0;
+  };
+  // layer1.0.conv1: 16 x 16 x 16 = 4,096 input values at 64 px, early-downsampled, width 0.25.
+  EXPECT_EQ(native("basic10_w0.25_ds_r64_b1_fp32", "layer1.0.conv1", KernelEngine::kTorch), 1);
+  EXPECT_EQ(native("basic10_w0.25_ds_r64_b1_fp32", "layer1.0.conv1", KernelEngine::kCarb), 0);
+  EXPECT_EQ(native("basic10_w0.25_ds_r64_b2_fp32", "layer1.0.conv1", KernelEngine::kTorch), 0);
+  EXPECT_EQ(native("basic10_w0.25_ds_r64_b1_bf16", "layer1.0.conv1", KernelEngine::kTorch), 0);
+  // The stem's 7x7 window, and 16 x 128 x 128 = 262,144 input values without downsampling.
+  EXPECT_EQ(native("basic10_w0.25_ds_r64_b1_fp32", "conv1", KernelEngine::kTorch), 0);
+  EXPECT_EQ(native("basic10_w0.25_nods_r128_b1_fp32", "layer1.0.conv1", KernelEngine::kTorch), 0);
+  // Not a conv.
+  EXPECT_EQ(native("basic10_w0.25_ds_r64_b1_fp32", "layer1.0.bn1", KernelEngine::kTorch), 0);
+}
+
 }  // namespace
 }  // namespace carb::engine

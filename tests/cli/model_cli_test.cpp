@@ -534,6 +534,92 @@ TEST(ModelCliInput, FitsAKernelModelAndPredictsConfigurationsByTheirKernels) {
         model + " was fitted on kernel timings; a transfer needs a model of carb's measurements");
 }
 
+// A CSV text's rows as cells split at every comma (its columns before any quoted cell are whole),
+// the header first.
+std::vector<std::vector<std::string>> cells_of(const std::string& text) {
+  std::vector<std::vector<std::string>> rows;
+  std::istringstream lines_in(text);
+  for (std::string line; std::getline(lines_in, line);) {
+    std::vector<std::string>& cells = rows.emplace_back();
+    std::stringstream row(line);
+    for (std::string cell; std::getline(row, cell, ',');) cells.push_back(cell);
+  }
+  return rows;
+}
+
+// The index of column `name` in `header`.
+std::size_t column_of(const std::vector<std::string>& header, const std::string& name) {
+  const auto at = std::find(header.begin(), header.end(), name);
+  EXPECT_NE(at, header.end()) << name;
+  return static_cast<std::size_t>(at - header.begin());
+}
+
+// A kernel model of the PyTorch backend: its kernels are IR layers, the batch-1 convs ATen runs
+// off oneDNN say so, and carb predict sums a configuration's layers as PyTorch runs them.
+TEST(ModelCliInput, FitsAKernelModelOfPyTorchAndPredictsByItsLayers) {
+  const CommandResult devices = run("devices", false);
+  if (devices.out.find("\ntorch:0 ") == std::string::npos) {
+    GTEST_SKIP() << "no torch:0 in this build: " << devices.out;
+  }
+  const std::string dir = testing::TempDir();
+  const std::string keys = dir + "torch-kernel-keys.txt";
+  {
+    std::ofstream out(keys);
+    for (const char* architecture :
+         {"basic10", "basic18", "basic26", "basic34", "bottleneck14", "bottleneck26"}) {
+      for (const int batch : {1, 2})
+        out << architecture << "_w0.25_nods_r32_b" << batch << "_fp32\n";
+    }
+  }
+  const std::string timings = dir + "torch-kernels.csv";
+  const std::string model = dir + "torch-kernels.json";
+  const CommandResult timed = run("kernels --device torch:0 --keys " + keys +
+                                      " --passes 2 --warmup 1 --format csv > " + timings,
+                                  false);
+  ASSERT_EQ(timed.exit_code, 0) << timed.out;
+  const std::vector<std::vector<std::string>> table = cells_of(carb_test::slurp(timings));
+  ASSERT_GT(table.size(), 1u);
+  const std::size_t key = column_of(table[0], "key"), kernel = column_of(table[0], "kernel");
+  const std::size_t implementation = column_of(table[0], "implementation");
+  const std::size_t native = column_of(table[0], "is_torch_native");
+  std::map<std::string, std::string> layer1;  // key -> its first block's first conv's flag
+  for (std::size_t r = 1; r < table.size(); ++r) {
+    const std::vector<std::string>& row = table[r];
+    EXPECT_EQ(row[implementation].rfind("aten::", 0), 0u) << row[kernel];
+    if (row[kernel] == "layer1.0.conv1") layer1[row[key]] = row[native];
+  }
+  // 16 channels of 32 x 32 at batch 1: 16,384 input values, on ATen's native path; at batch 2 not.
+  EXPECT_EQ(layer1.at("basic10_w0.25_nods_r32_b1_fp32"), "1");
+  EXPECT_EQ(layer1.at("basic10_w0.25_nods_r32_b2_fp32"), "0");
+  const CommandResult fitted =
+      run("fit --kernels " + timings + " --threads 1 --forest-trees 8 -o " + model);
+  ASSERT_EQ(fitted.exit_code, 0) << fitted.out;
+  // A network it never timed, against its pass timed now: the right size, within what a loaded
+  // machine moves a pass by (exact sums are the library tests': KernelModel.OfPyTorch...).
+  const std::string unseen = "basic18_w0.25_nods_r40_b1_fp32";
+  const std::string unseen_keys = dir + "torch-unseen.txt";
+  std::ofstream(unseen_keys) << unseen << "\n";
+  const CommandResult again =
+      run("kernels --device torch:0 --keys " + unseen_keys +
+              " --passes 3 --warmup 1 --format csv > " + dir + "torch-unseen.csv",
+          false);
+  ASSERT_EQ(again.exit_code, 0) << again.out;
+  const std::vector<std::vector<std::string>> pass =
+      cells_of(carb_test::slurp(dir + "torch-unseen.csv"));
+  ASSERT_GT(pass.size(), 1u);
+  const double pass_ms = std::stod(pass[1][column_of(pass[0], "pass_ms")]);
+  const CommandResult predicted =
+      run("predict --model " + model + " " + unseen + " --format csv", false);
+  ASSERT_EQ(predicted.exit_code, 0) << predicted.out;
+  const std::vector<std::vector<std::string>> prediction = cells_of(predicted.out);
+  ASSERT_EQ(prediction.size(), 2u) << predicted.out;
+  const double value = std::stod(prediction[1][column_of(prediction[0], "latency_ms")]);
+  EXPECT_GT(value / pass_ms, 1.0 / 3) << predicted.out << " against " << pass_ms << " ms";
+  EXPECT_LT(value / pass_ms, 3.0) << predicted.out << " against " << pass_ms << " ms";
+  EXPECT_LT(std::stod(prediction[1][column_of(prediction[0], "latency_ms_low")]), value);
+  EXPECT_GT(std::stod(prediction[1][column_of(prediction[0], "latency_ms_high")]), value);
+}
+
 }  // namespace
 
 // A kernel model beside the reference model prices stage 2's latency: each candidate's is what

@@ -272,7 +272,8 @@ TEST(KernelsCli, BreaksEachPassDownKernelByKernel) {
             "in_hw,out_hw,chan_per_group,inputs,macs_per_byte,is_pw,is_dense,is_stem,is_dw,"
             "is_grouped,is_fc,is_max_pool,is_avg_pool,is_global_avg_pool,is_batch_norm,"
             "is_eltwise,is_add,is_mul,is_concat,is_channel_shuffle,is_slice,fused_clip,"
-            "fused_hard_sigmoid,fused_hard_swish,fused_relu,fused_sigmoid,fused_swish,pass_ms,"
+            "fused_hard_sigmoid,fused_hard_swish,fused_relu,fused_sigmoid,fused_swish,"
+            "is_torch_native,pass_ms,"
             "drift_probe,probe_ms,device,device_name,instance");
   std::map<std::string, double> shares;
   std::map<std::string, std::string> probe_ms;
@@ -283,14 +284,15 @@ TEST(KernelsCli, BreaksEachPassDownKernelByKernel) {
     std::stringstream row(line);
     for (std::string cell; std::getline(row, cell, ',');) cells.push_back(cell);
     // Then the device: its fingerprint (quoted, as it holds commas), name and host instance.
-    ASSERT_GE(cells.size(), 54u) << line;
-    EXPECT_EQ(cells[51].front(), '"') << line;
+    ASSERT_GE(cells.size(), 55u) << line;
+    EXPECT_EQ(cells[52].front(), '"') << line;
     EXPECT_EQ(std::stoi(cells[1]), rows[cells[0]]++) << line;
     EXPECT_GT(std::stod(cells[13]), 0) << line;
-    EXPECT_GT(std::stod(cells[48]), 0) << line;
-    EXPECT_EQ(cells[49], "basic18_w0.5_ds_r64_b1_fp32") << line;
-    EXPECT_GT(std::stod(cells[50]), 0) << line;
-    EXPECT_EQ(probe_ms.emplace(cells[0], cells[50]).first->second, cells[50]) << line;
+    EXPECT_EQ(cells[48], "0") << line;  // is_torch_native: carb's engine runs convs on oneDNN
+    EXPECT_GT(std::stod(cells[49]), 0) << line;
+    EXPECT_EQ(cells[50], "basic18_w0.5_ds_r64_b1_fp32") << line;
+    EXPECT_GT(std::stod(cells[51]), 0) << line;
+    EXPECT_EQ(probe_ms.emplace(cells[0], cells[51]).first->second, cells[51]) << line;
     shares[cells[0]] += std::stod(cells[14]);
     macs[cells[0]] += std::stoll(cells[11]);
     if (cells[1] == "0") {  // the stem (3x3, stride 1 without early downsampling), bn1 and relu

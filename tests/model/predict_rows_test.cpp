@@ -140,10 +140,30 @@ TEST(PlanMemory, PlansAFewConfigurationsWhereThisMachineRunsTheModelsEngine) {
   EXPECT_EQ(elsewhere[0][0].value, before[0][0].value);
 }
 
+// The IR layers of each kernel an engine runs for `network`: carb's CPU engine its plan's ops,
+// PyTorch (`per_layer`) one ATen operator per layer.
+std::vector<std::vector<int>> kernel_layers(const Network& network, bool per_layer) {
+  std::vector<std::vector<int>> kernels;
+  if (per_layer) {
+    for (std::size_t i = 0; i < network.layers.size(); ++i)
+      kernels.push_back({static_cast<int>(i)});
+    return kernels;
+  }
+  for (const engine::Op& op : engine::plan_execution(network).ops) {
+    kernels.push_back(engine::op_layers(op));
+  }
+  return kernels;
+}
+
+engine::KernelEngine engine_of(bool per_layer) {
+  return per_layer ? engine::KernelEngine::kTorch : engine::KernelEngine::kCarb;
+}
+
 // Kernel timings as `carb kernels` writes them (the columns dataset_from_kernels reads), for the
-// planned kernels of `configs`, each kernel's time `time_of(features)` ms.
+// kernels of `configs` (kernel_layers'), each kernel's time `time_of(features)` ms.
 template <typename Time>
-std::string kernel_timings(const std::vector<Config>& configs, Time&& time_of) {
+std::string kernel_timings(const std::vector<Config>& configs, Time&& time_of,
+                           bool per_layer = false) {
   std::ostringstream csv;
   csv << "key,index,kernel,implementation,share,pass_ms";
   for (const std::string& name : engine::kernel_feature_names()) csv << "," << name;
@@ -153,8 +173,8 @@ std::string kernel_timings(const std::vector<Config>& configs, Time&& time_of) {
     const Network network = build_network(config);
     std::vector<std::vector<double>> kernels;
     double pass = 0;
-    for (const engine::Op& op : engine::plan_execution(network).ops) {
-      kernels.push_back(engine::kernel_features(network, engine::op_layers(op)));
+    for (const std::vector<int>& layers : kernel_layers(network, per_layer)) {
+      kernels.push_back(engine::kernel_features(network, layers, engine_of(per_layer)));
       pass += time_of(kernels.back());
     }
     for (std::size_t k = 0; k < kernels.size(); ++k) {
@@ -172,6 +192,12 @@ double made_up_ms(const std::vector<double>& features) {
   return 1e-6 * features[3] + 2.5e-7 * (features[0] + features[1]) + 0.002;
 }
 
+// A PyTorch kernel's made-up time, ms: made_up_ms, 30 times over on ATen's native path, and 10 ns
+// per byte moved (eager ATen passes over every tensor it writes).
+double torch_ms(const std::vector<double>& features) {
+  return made_up_ms(features) * (features.back() > 0 ? 30 : 1) + 1e-5 * (features[0] + features[1]);
+}
+
 // Half-width networks of `architectures` at 32, 48 and 64 px and batches 1 and 4.
 std::vector<Config> half_width(std::initializer_list<const char*> architectures) {
   std::vector<Config> configs;
@@ -187,12 +213,13 @@ std::vector<Config> half_width(std::initializer_list<const char*> architectures)
   return configs;
 }
 
-// The made-up pass of `config`: its planned kernels' made_up_ms summed.
-double made_up_pass(const Config& config) {
+// The made-up pass of `config`: its kernels' (kernel_layers') times `time_of` summed.
+double made_up_pass(const Config& config, bool per_layer = false,
+                    double (*time_of)(const std::vector<double>&) = made_up_ms) {
   const Network network = build_network(config);
   double pass = 0;
-  for (const engine::Op& op : engine::plan_execution(network).ops) {
-    pass += made_up_ms(engine::kernel_features(network, engine::op_layers(op)));
+  for (const std::vector<int>& layers : kernel_layers(network, per_layer)) {
+    pass += time_of(engine::kernel_features(network, layers, engine_of(per_layer)));
   }
   return pass;
 }
@@ -493,6 +520,78 @@ TEST(KernelModel, KnowsTheDeviceAndHostsItsTimingsRanOnAndNeverMixesDevices) {
   EXPECT_EQ(old.device_fingerprint, "");
   EXPECT_EQ(old.instances.size(), 1u);
   EXPECT_EQ(old.instances.count(""), 1u);
+}
+
+TEST(KernelModel, OfPyTorchSumsOneKernelPerLayerAsPyTorchRunsThem) {
+  EXPECT_EQ(engine_backend("cpu=X|cpu|PyTorch 1.13.0 (ATen eager)|isa=avx2|threads=2"), "torch");
+  EXPECT_EQ(engine_backend("cpu=X|cpu|oneDNN 2.6.3 (N/A)|isa=avx2|threads=2"), "cpu");
+  EXPECT_EQ(engine_backend("cpu=X|cuda|cuDNN 9|gpu=H200"), "cuda");
+  EXPECT_EQ(engine_backend(""), "");
+  ASSERT_EQ(engine::kernel_feature_names().back(), "is_torch_native");  // torch_ms reads it
+  // PyTorch's timings: every IR layer a kernel (batch norms and ReLUs too, which carb's engine
+  // fuses into its convolutions), the convs on its native path 30 times slower, on a PyTorch
+  // device.
+  const std::string torch =
+      "cpu=X;logical_cpus=2|cpu|PyTorch 1.13.0 (ATen eager)|isa=avx2|threads=2";
+  const std::vector<Config> train =
+      half_width({"basic10", "basic26", "basic34", "bottleneck14", "bottleneck38", "bottleneck50"});
+  const std::string text = kernel_timings(train, torch_ms, true);
+  FitOptions options = small_fit();
+  options.prior = PriorMode::kNone;
+  options.fixed_rounds = 200;
+  const Predictor model =
+      fit_kernel_model(dataset_from_kernels({parse_csv(with_device(text, torch, "i:1"), "t.csv")}),
+                       options, nullptr);
+  for (const char* key : {"basic18_w0.5_ds_r48_b4_fp32", "bottleneck26_w0.5_ds_r64_b1_fp32",
+                          "basic18_w0.5_ds_r32_b1_fp32"}) {
+    const Config config = parse_key(key);
+    // Run layer by layer, the network costs far more than its fused plan's kernels; at batch 1
+    // its native convs more again.
+    const double pass = made_up_pass(config, true, torch_ms);
+    ASSERT_GT(pass / made_up_pass(config, false, torch_ms), config.batch == 1 ? 3 : 1.3) << key;
+    const TargetPrediction p = predict_by_kernels(model, {config}).front();
+    ASSERT_TRUE(p.available) << p.reason;
+    EXPECT_NEAR(p.value / pass, 1.0, 0.1) << key;
+  }
+  // Timings without is_torch_native (carbs before it): 0 for carb's engine, which runs no conv
+  // natively, and an error for PyTorch's, at the first row.
+  std::string before;
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    before += line.substr(0, line.rfind(',')) + "\n";
+  }
+  const Dataset carb_before =
+      dataset_from_kernels({parse_csv(with_device(before, "cpu=X|cpu|oneDNN", "i:1"), "c.csv")});
+  const auto native =
+      static_cast<std::size_t>(std::find(carb_before.feature_names.begin(),
+                                         carb_before.feature_names.end(), "is_torch_native") -
+                               carb_before.feature_names.begin());
+  ASSERT_LT(native, carb_before.feature_names.size());
+  for (std::size_t r = 0; r < carb_before.rows(); ++r) {
+    EXPECT_EQ(carb_before.x[r * carb_before.feature_names.size() + native], 0.0f);
+  }
+  try {
+    (void)dataset_from_kernels({parse_csv(with_device(before, torch, "i:1"), "t.csv")});
+    ADD_FAILURE() << "no error";
+  } catch (const Error& error) {
+    EXPECT_EQ(std::string(error.what()),
+              "t.csv:2: timed on " + torch +
+                  " without the column is_torch_native: PyTorch's kernels need it; time them "
+                  "again with this carb");
+  }
+  // A kernel model of a CUDA device: carb does not know the CUDA engine's kernels.
+  const Predictor gpu = fit_kernel_model(
+      dataset_from_kernels(
+          {parse_csv(with_device(text, "cpu=X|cuda|cuDNN 9|gpu=H200", "i:1"), "g.csv")}),
+      options, nullptr);
+  try {
+    (void)predict_by_kernels(gpu, {train.front()});
+    ADD_FAILURE() << "no error";
+  } catch (const Error& error) {
+    EXPECT_EQ(std::string(error.what()),
+              "a kernel model of a cuda device (CPU cpu=X|cuda|cuDNN 9|gpu=H200): carb knows the "
+              "kernels of its CPU engine and of PyTorch's, not of the cuda engine's");
+  }
 }
 
 }  // namespace
